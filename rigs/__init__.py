@@ -1,0 +1,1 @@
+"""Rig specs and model builders, encoder I/O, experiments, synchronization, pipeline, CLI."""

@@ -1,0 +1,102 @@
+"""The ``physid`` command line: one entry point, one sub-command per job."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="physid",
+    help="Identify physical parameters of mechanisms from video and encoder logs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+# Modules that add their own sub-commands through ``register(app)``.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+class UserError(Exception):
+    """An error in the command line itself; printed without a traceback."""
+
+
+def _parse_sets(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--set {item!r}: expected NAME=VALUE, e.g. --set mu=0.3")
+        overrides[name.strip()] = value.strip()
+    return overrides
+
+
+@app.command()
+def simulate(
+    rig: Annotated[str, typer.Argument(help="Rig spec TOML, or a built-in rig name (furuta)")],
+    out: Annotated[Path, typer.Option(help="Output folder")],
+    duration: Annotated[float | None, typer.Option(help="Simulated time (s)")] = None,
+    dt: Annotated[float | None, typer.Option(help="Integrator time step h (s)")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a spec value: NAME=VALUE or 'NAME=VALUE UNIT'"),
+    ] = None,
+    control: Annotated[
+        Path | None, typer.Option(help="CSV with columns t,u: control voltage (V)")
+    ] = None,
+    noise: Annotated[float | None, typer.Option(help="Measurement noise std (rad or m)")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed for the noise")] = 0,
+) -> None:
+    """Simulate a rig and write encoder-style data, the true parameters and a plot."""
+    from rigs.kinds import SimulateOptions, kind_module
+    from rigs.spec import load_spec, with_overrides
+
+    spec = with_overrides(load_spec(rig.replace("-", "_")), _parse_sets(set_ or []))
+    options = SimulateOptions(out, duration, dt, noise, seed, control)
+    written = kind_module(spec).simulate(spec, options, console)
+    for label, path in written.items():
+        console.print(f"[green]wrote[/green] {label}: {path}")
+
+
+@app.command()
+def identify(
+    rig: Annotated[str, typer.Argument(help="Rig spec TOML, or a built-in rig name")],
+    data: Annotated[list[Path], typer.Argument(help="Encoder logs (.csv, .bin) or pose CSVs")],
+    out: Annotated[Path, typer.Option(help="Output folder for estimate.json and plots")],
+) -> None:
+    """Identify the rig's parameters from recorded data and write estimate.json."""
+    from rigs.kinds import kind_module
+    from rigs.spec import load_spec
+
+    spec = load_spec(rig.replace("-", "_"))
+    for path in data:
+        if not path.exists():
+            raise UserError(f"{path}: no such file")
+    kind_module(spec).identify(spec, data, out, console)
+    console.print(f"[green]wrote[/green] {out / 'estimate.json'}")
+
+
+def _register_plugins() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
+
+
+def main() -> None:
+    """Console-script entry point: user errors print one clear line and exit with status 2."""
+    from rigs.errors import InputError
+
+    _register_plugins()
+    try:
+        app()
+    except (UserError, InputError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        sys.exit(130)

@@ -1,0 +1,267 @@
+"""Rig specs: TOML files that describe a rig, its fixed values and the parameters to identify.
+
+Layout of a spec (every number carries its unit, converted to SI on load)::
+
+    [rig]
+    name = "furuta"            # free text shown in reports
+    model = "furuta"           # model builder (see rigs.models)
+    description = "..."
+
+    [fixed]                    # known values
+    l1 = { value = 0.128, unit = "m" }
+
+    [parameters]               # to identify: initial value and box bounds
+    J_Azz = { initial = 0.01, lower = 1e-6, upper = 1.0, unit = "kg m^2" }
+
+    [method]                   # time step, weights, solver settings
+    h = { value = 1e-3, unit = "s" }
+
+    [sensors.theta1]           # one table per sensor channel, free keys per kind
+    kind = "encoder"
+
+Other tables (``[scene]``, ``[markers]``, ...) are kept verbatim in ``RigSpec.sections`` for the
+builders that need them. Errors name the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rigs.errors import InputError
+from rigs.units import UnitError, parse_unit, to_si
+
+SPEC_DIR = Path(__file__).parent / "specs"
+
+
+class SpecError(InputError):
+    """A rig spec that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A fixed value in SI units, with the unit it was written in."""
+
+    value: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """A parameter to identify: SI initial value, box ``[lower, upper]``, the spec's unit."""
+
+    name: str
+    initial: float
+    lower: float
+    upper: float
+    unit: str
+    scale: float  # SI value of one spec unit, to report values in the user's unit
+
+
+@dataclass(frozen=True)
+class RigSpec:
+    """A parsed rig spec. Use :meth:`value` to read a fixed value with its dimension checked."""
+
+    path: Path
+    name: str
+    model: str
+    description: str
+    fixed: dict[str, Quantity]
+    parameters: dict[str, ParameterSpec]
+    method: dict[str, Any]
+    sensors: dict[str, dict[str, Any]]
+    sections: dict[str, Any] = field(default_factory=dict)
+
+    def error(self, key: str, message: str) -> SpecError:
+        return SpecError(f"{self.path}: [{key}] {message}")
+
+    def value(self, key: str, unit: str, *, positive: bool = False, nonnegative: bool = False):
+        """SI value of ``key``: a fixed value, or a parameter's initial value.
+
+        ``unit`` is the expected dimension (any unit of that dimension is accepted in the file).
+        """
+        if key in self.fixed:
+            quantity, where = self.fixed[key], f"fixed.{key}"
+            si = quantity.value
+            written = quantity.unit
+        elif key in self.parameters:
+            param, where = self.parameters[key], f"parameters.{key}"
+            si, written = param.initial, param.unit
+        else:
+            raise self.error(
+                f"fixed.{key}",
+                f"missing value {key!r} (needed by model {self.model!r}); add "
+                f'{key} = {{ value = ..., unit = "{unit}" }} under [fixed]',
+            )
+        _check_dimension(self, where, written, unit)
+        if positive and not si > 0:
+            raise self.error(where, f"must be positive, got {si}")
+        if nonnegative and not si >= 0:
+            raise self.error(where, f"must be non-negative, got {si}")
+        return si
+
+    def method_value(self, key: str, unit: str, default: float) -> float:
+        """SI value of a ``[method]`` setting, or ``default`` (already SI) when absent."""
+        if key not in self.method:
+            return default
+        return _quantity(self, f"method.{key}", self.method[key], unit)
+
+    def check_parameters(self, allowed: dict[str, str]) -> None:
+        """Raise if a parameter is not one the model knows or has the wrong dimension."""
+        for name, param in self.parameters.items():
+            if name not in allowed:
+                raise self.error(
+                    f"parameters.{name}",
+                    f"model {self.model!r} has no parameter {name!r}; known: "
+                    + ", ".join(sorted(allowed)),
+                )
+            _check_dimension(self, f"parameters.{name}", param.unit, allowed[name])
+
+
+def _check_dimension(spec: RigSpec, where: str, written: str, expected: str) -> None:
+    try:
+        want, got = parse_unit(expected), parse_unit(written)
+    except UnitError as exc:
+        raise spec.error(where, str(exc)) from None
+    if want.dims != got.dims:
+        raise spec.error(
+            where,
+            f"unit {written!r} ({got.describe_dims()}) should be like {expected!r} "
+            f"({want.describe_dims()})",
+        )
+
+
+def _quantity(spec: RigSpec, where: str, entry: Any, unit: str | None = None) -> float:
+    if isinstance(entry, int | float) and not isinstance(entry, bool):
+        if unit not in (None, "", "1"):
+            raise spec.error(where, f'give a unit: {{ value = {entry}, unit = "{unit}" }}')
+        return float(entry)
+    if not isinstance(entry, dict) or "value" not in entry:
+        raise spec.error(where, 'expected a table { value = ..., unit = "..." }')
+    written = str(entry.get("unit", ""))
+    if unit is not None:
+        _check_dimension(spec, where, written, unit)
+    try:
+        return to_si(_number(spec, where, entry["value"]), written)
+    except UnitError as exc:
+        raise spec.error(where, str(exc)) from None
+
+
+def _number(spec: RigSpec, where: str, raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise spec.error(where, f"expected a finite number, got {raw!r}")
+    return float(raw)
+
+
+def load_spec(path: str | Path) -> RigSpec:
+    """Read and validate a rig spec TOML file; a bare name looks in ``rigs/specs/``."""
+    path = resolve_spec_path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read rig spec: {exc.strerror}") from None
+
+    rig = raw.get("rig")
+    if not isinstance(rig, dict) or "model" not in rig:
+        raise SpecError(f'{path}: [rig] missing; it must name the model, e.g. model = "furuta"')
+    shell = RigSpec(
+        path=path,
+        name=str(rig.get("name", path.stem)),
+        model=str(rig["model"]),
+        description=str(rig.get("description", "")),
+        fixed={},
+        parameters={},
+        method=dict(raw.get("method", {})),
+        sensors=dict(raw.get("sensors", {})),
+        sections={k: v for k, v in raw.items() if k not in _KNOWN_TABLES},
+    )
+    for key, entry in raw.get("fixed", {}).items():
+        si = _quantity(shell, f"fixed.{key}", entry)
+        shell.fixed[key] = Quantity(si, str(entry.get("unit", "")))
+    for key, entry in raw.get("parameters", {}).items():
+        shell.parameters[key] = _parameter(shell, key, entry)
+    return shell
+
+
+_KNOWN_TABLES = {"rig", "fixed", "parameters", "method", "sensors"}
+
+
+def _parameter(spec: RigSpec, key: str, entry: Any) -> ParameterSpec:
+    where = f"parameters.{key}"
+    if not isinstance(entry, dict):
+        raise spec.error(where, "expected { initial = ..., lower = ..., upper = ..., unit = ... }")
+    for needed in ("initial", "unit"):
+        if needed not in entry:
+            raise spec.error(where, f"missing {needed!r}")
+    unit = str(entry["unit"])
+    try:
+        scale = parse_unit(unit).scale
+    except UnitError as exc:
+        raise spec.error(where, str(exc)) from None
+    initial = _number(spec, where, entry["initial"]) * scale
+    lower = _number(spec, where, entry.get("lower", -math.inf)) * scale
+    upper = _number(spec, where, entry.get("upper", math.inf)) * scale
+    if not lower <= initial <= upper:
+        raise spec.error(where, f"initial value {initial} is outside [{lower}, {upper}]")
+    return ParameterSpec(key, initial, lower, upper, unit, scale)
+
+
+def resolve_spec_path(path: str | Path) -> Path:
+    """A spec path as given, or ``rigs/specs/NAME.toml`` for a bare rig name like ``furuta``."""
+    candidate = Path(path)
+    if candidate.exists() or candidate.suffix == ".toml":
+        return candidate
+    builtin = SPEC_DIR / f"{candidate.name}.toml"
+    return builtin if builtin.exists() else candidate
+
+
+def builtin_specs() -> list[str]:
+    """Names of the rig specs shipped in ``rigs/specs/``."""
+    return sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
+
+
+def with_overrides(spec: RigSpec, overrides: dict[str, str]) -> RigSpec:
+    """A copy of ``spec`` with fixed values or parameter initial values replaced.
+
+    Each override is ``"VALUE"`` (in the unit the spec already uses for that key) or
+    ``"VALUE UNIT"``. Unknown names raise a SpecError that lists the known ones.
+    """
+    fixed = dict(spec.fixed)
+    parameters = dict(spec.parameters)
+    for name, text in overrides.items():
+        number, _, unit = str(text).strip().partition(" ")
+        try:
+            raw = float(number)
+        except ValueError:
+            raise spec.error(name, f"--set {name}={text}: {number!r} is not a number") from None
+        if name in fixed:
+            unit = unit or fixed[name].unit
+            _check_dimension(spec, f"fixed.{name}", unit, fixed[name].unit or "1")
+            fixed[name] = Quantity(to_si(raw, unit), unit)
+        elif name in parameters:
+            p = parameters[name]
+            unit = unit or p.unit
+            _check_dimension(spec, f"parameters.{name}", unit, p.unit or "1")
+            si = to_si(raw, unit)
+            lower, upper = min(p.lower, si), max(p.upper, si)
+            parameters[name] = ParameterSpec(name, si, lower, upper, p.unit, p.scale)
+        else:
+            known = ", ".join(sorted([*fixed, *parameters]))
+            raise spec.error(name, f"--set {name}: no such value in the spec; known: {known}")
+    return RigSpec(
+        spec.path,
+        spec.name,
+        spec.model,
+        spec.description,
+        fixed,
+        parameters,
+        spec.method,
+        spec.sensors,
+        spec.sections,
+    )

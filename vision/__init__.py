@@ -1,0 +1,1 @@
+"""Camera models, calibration, fiducial detection, tracking and pose streams."""
