@@ -1,0 +1,207 @@
+"""``physid record`` (raw capture from a serial port) and ``physid board-sim`` (pty board).
+
+The recorder writes every byte exactly as received, straight to the kernel (unbuffered
+``os.write``) as soon as it is read, and fsyncs once a second: a crash, SIGKILL or Ctrl-C
+loses at most the frame that was still arriving. Decoding runs alongside only for the live
+display; the parsed CSV is made afterwards from the file itself, so it is exactly what any
+later re-parse of the capture gives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rigs.errors import InputError
+
+DEFAULT_BAUD = 921600
+STATUS_EVERY_S = 0.5
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``record`` and ``board-sim`` to the physid command line."""
+    app.command("record")(record)
+    app.command("board-sim")(board_sim)
+
+
+def _open_port(url: str, baud: int):
+    import serial
+
+    try:
+        return serial.serial_for_url(url, baudrate=baud, timeout=0.05)
+    except (serial.SerialException, ValueError, OSError) as exc:
+        raise InputError(
+            f"--port {url}: cannot open: {exc}; give a device path (/dev/ttyUSB0), "
+            "loop://, socket://HOST:PORT or rfc2217://HOST:PORT"
+        ) from None
+
+
+def _terminate(signum, frame):  # SIGTERM ends a recording like Ctrl-C does
+    raise KeyboardInterrupt
+
+
+def record(
+    port: Annotated[str, typer.Option(help="pyserial URL: /dev/ttyUSB0, loop://, socket://...")],
+    out: Annotated[Path, typer.Option(help="Raw capture to write (.bin)")],
+    duration: Annotated[float | None, typer.Option(help="Stop after this many s")] = None,
+    baud: Annotated[int, typer.Option(help="Baud rate")] = DEFAULT_BAUD,
+    rig: Annotated[
+        str | None, typer.Option(help="Rig spec for the parsed CSV (counts/rev, sign, offset)")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing capture")] = False,
+) -> None:
+    """Record the encoder board's byte stream to a raw capture, then write the parsed CSV."""
+    from rich.console import Console
+
+    from rigs.encoders.decode import StreamDecoder
+
+    console = Console(stderr=True)
+    spec = None
+    if rig is not None:
+        from rigs.spec import load_spec
+
+        spec = load_spec(rig.replace("-", "_"))
+    if out.exists() and not force:
+        raise InputError(f"{out}: exists; choose another --out or pass --force to overwrite it")
+    ser = _open_port(port, baud)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    console.print(f"recording {port} at {baud} baud to {out} (Ctrl-C to stop)")
+    old_term = signal.signal(signal.SIGTERM, _terminate)
+    decoder = StreamDecoder()
+    received = 0
+    start = time.monotonic()
+    last_sync = last_status = start
+    window = (start, 0)  # for the live rate: (time, frames) a moment ago
+    rate = 0.0
+    interrupted = False
+    try:
+        while duration is None or time.monotonic() - start < duration:
+            data = ser.read(max(1, ser.in_waiting))
+            now = time.monotonic()
+            if data:
+                view = memoryview(data)
+                while view:  # os.write may write less than asked
+                    view = view[os.write(fd, view) :]
+                received += len(data)
+                decoder.feed(data)
+            if now - last_sync >= 1.0:
+                os.fsync(fd)
+                last_sync = now
+            if now - last_status >= STATUS_EVERY_S:
+                st = decoder.stats
+                if now - window[0] >= 1.0:
+                    rate = (st.frames - window[1]) / (now - window[0])
+                    window = (now, st.frames)
+                line = (
+                    f"{now - start:7.1f} s  {rate:7.0f} frames/s  {st.frames} frames  "
+                    f"dropped {st.dropped}  corrupted {st.corrupted}  {received} bytes"
+                )
+                if console.is_terminal:
+                    console.print(line, end="\r", highlight=False)
+                elif now - last_status >= 5 * STATUS_EVERY_S or last_status == start:
+                    console.print(line, highlight=False)
+                last_status = now
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            ser.close()
+    elapsed = time.monotonic() - start
+    console.print()
+    _summarize(console, out, spec, received, elapsed, interrupted)
+
+
+def _summarize(console, out: Path, spec, received: int, elapsed: float, interrupted: bool) -> None:
+    from rigs.encoders.convert import stream_from_capture
+    from rigs.encoders.csvlog import write_log_csv
+
+    how = "stopped by user" if interrupted else "done"
+    console.print(f"{how} after {elapsed:.1f} s: {received} bytes in {out}")
+    if received == 0:
+        raise InputError(
+            f"{out}: no bytes received; check the port, the baud rate and that the board is on"
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stream = stream_from_capture(out, spec)
+    for w in caught:
+        console.print(f"[yellow]note:[/yellow] {w.message}")
+    src = stream.source
+    csv_path = write_log_csv(out.with_suffix(".csv"), stream)
+    rate = src["frames"] / elapsed if elapsed > 0 else 0.0
+    console.print(
+        f"frames {src['frames']} ({rate:.0f}/s), dropped {src['dropped']}, "
+        f"corrupted {src['corrupted']}, CRC failures {src['crc_failures']}, "
+        f"skipped bytes {src['skipped_bytes']}, clock jumps {len(src['clock_jumps'])}, "
+        f"seq resets {src['seq_resets']}",
+        highlight=False,
+    )
+    if spec is None:
+        console.print(
+            "channels enc0.. at 4096 counts/rev (pass --rig for the rig's names, "
+            "counts/rev, sign and offset)"
+        )
+    console.print(f"raw capture: {out}")
+    console.print(f"parsed log: {csv_path}")
+
+
+def board_sim(
+    log: Annotated[
+        Path | None, typer.Option(help="CSV encoder log to play (default: a synthetic swing)")
+    ] = None,
+    rig: Annotated[str | None, typer.Option(help="Rig spec to turn CSV angles into counts")] = None,
+    duration: Annotated[float, typer.Option(help="Synthetic trajectory length (s)")] = 10.0,
+    rate: Annotated[float, typer.Option(help="Frames per second")] = 1000.0,
+    channels: Annotated[int, typer.Option(help="Encoder channels (synthetic)")] = 2,
+    corrupt: Annotated[float, typer.Option(help="Probability of changing each byte")] = 0.0,
+    drop: Annotated[float, typer.Option(help="Probability of dropping each frame")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+) -> None:
+    """Simulate the encoder board on a pseudo-terminal; record it with physid record --port."""
+    from rich.console import Console
+
+    from rigs.encoders.boardsim import (
+        BoardSimulator,
+        encode_trajectory,
+        inject_faults,
+        synthetic_trajectory,
+        trajectory_from_csv,
+    )
+
+    console = Console(stderr=True)
+    if log is not None:
+        spec = None
+        if rig is not None:
+            from rigs.spec import load_spec
+
+            spec = load_spec(rig.replace("-", "_"))
+        traj = trajectory_from_csv(log, spec)
+    else:
+        traj = synthetic_trajectory(duration, rate, channels, seed=seed)
+    frames = encode_trajectory(traj)
+    data, plan = inject_faults(frames, corrupt, drop, seed=seed)
+    with BoardSimulator(data, frames.shape[1], rate) as sim:
+        console.print(f"board on {sim.port}: {len(frames)} frames at {rate:g}/s")
+        console.print(f"record it with: physid record --port {sim.port} --out log.bin")
+        console.print(
+            f"injected: {len(plan.dropped)} dropped, {len(plan.corrupted)} corrupted frames"
+        )
+        sim.start()
+        try:
+            while not sim.wait(0.2):
+                pass
+            time.sleep(0.5)  # let the reader drain the pty before it goes away
+        except KeyboardInterrupt:
+            console.print("stopped")
+    console.print(f"sent {sim.written} bytes")
