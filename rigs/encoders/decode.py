@@ -105,6 +105,7 @@ class Frames:
     @staticmethod
     def concat(parts: list[Frames], n: int) -> Frames:
         """Join chunks from a live decoder into one."""
+        parts = [p for p in parts if len(p)]  # empty chunks may predate knowing n
         if not parts:
             return _empty_frames(n)
         return Frames(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))

@@ -61,7 +61,7 @@ def record(
 
     from rigs.encoders.decode import StreamDecoder
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     spec = None
     if rig is not None:
         from rigs.spec import load_spec
@@ -139,7 +139,8 @@ def _summarize(console, out: Path, spec, received: int, elapsed: float, interrup
         console.print(f"[yellow]note:[/yellow] {w.message}")
     src = stream.source
     csv_path = write_log_csv(out.with_suffix(".csv"), stream)
-    rate = src["frames"] / elapsed if elapsed > 0 else 0.0
+    span = float(stream.t[-1] - stream.t[0]) if len(stream) > 1 else 0.0
+    rate = (src["frames"] - 1) / span if span > 0 else 0.0  # by the board's clock
     console.print(
         f"frames {src['frames']} ({rate:.0f}/s), dropped {src['dropped']}, "
         f"corrupted {src['corrupted']}, CRC failures {src['crc_failures']}, "
@@ -179,7 +180,7 @@ def board_sim(
         trajectory_from_csv,
     )
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     if log is not None:
         spec = None
         if rig is not None:
