@@ -1,0 +1,147 @@
+"""physid record on a real pseudo-terminal fed by the board simulator at 1000 frames/s."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import serial
+
+from rigs.encoders import read_log_csv
+from rigs.encoders.boardsim import (
+    BoardSimulator,
+    encode_trajectory,
+    inject_faults,
+    synthetic_trajectory,
+)
+from rigs.encoders.decode import Frames, StreamDecoder, decode_capture
+
+PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
+
+
+def _start_recorder(port: str, out: Path, *extra: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [*PHYSID, "record", "--port", port, "--out", str(out), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not out.exists():  # created once the port is open
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "recorder did not start"
+        time.sleep(0.01)
+    return proc
+
+
+def test_record_5s_at_1khz_loses_nothing(tmp_path: Path) -> None:
+    traj = synthetic_trajectory(5.0, 1000.0, 2, seq0=2**32 - 2500, seed=11)
+    frames = encode_trajectory(traj)
+    data, _ = inject_faults(frames)
+    out = tmp_path / "log.bin"
+    with BoardSimulator(data, frames.shape[1], rate=1000.0) as sim:
+        proc = _start_recorder(sim.port, out)
+        t0 = time.monotonic()
+        sim.start()
+        assert sim.wait(30)
+        played = time.monotonic() - t0
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert 4.9 < played < 7.0  # it really streamed in real time
+    assert out.read_bytes() == data  # every byte, exactly as sent
+    got, stats = decode_capture(out.read_bytes())
+    assert stats.frames == 5000 and stats.missing == 0 and stats.corrupted == 0
+    np.testing.assert_array_equal(got.seq, traj.seq)
+    csv_path = out.with_suffix(".csv")
+    assert f"parsed log: {csv_path}" in err
+    assert "frames 5000" in err and "dropped 0, corrupted 0" in err
+    log = read_log_csv(csv_path)
+    assert len(log) == 5000 and not log.missing.any()
+    np.testing.assert_allclose(log.values[:, 0], 2 * np.pi * traj.counts[:, 0] / 4096, atol=1e-12)
+
+
+def test_killed_recorder_leaves_a_parseable_prefix(tmp_path: Path) -> None:
+    traj = synthetic_trajectory(4.0, 1000.0, 3, seed=12)
+    frames = encode_trajectory(traj)
+    data, _ = inject_faults(frames)
+    flen = frames.shape[1]
+    out = tmp_path / "killed.bin"
+    with BoardSimulator(data, flen, rate=1000.0) as sim:
+        proc = _start_recorder(sim.port, out)
+        sim.start()
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    raw = out.read_bytes()
+    assert len(raw) > 500 * flen  # it had recorded for a while
+    assert data.startswith(raw)  # nothing lost or altered before the kill
+    got, stats = decode_capture(raw)
+    assert stats.frames == len(raw) // flen and stats.missing == 0
+    assert stats.truncated_tail == len(raw) % flen
+    np.testing.assert_array_equal(got.seq, traj.seq[: stats.frames])
+
+
+def test_live_decoding_of_a_faulty_board_through_pyserial() -> None:
+    traj = synthetic_trajectory(1.5, 1000.0, 2, seed=13)
+    frames = encode_trajectory(traj)
+    data, plan = inject_faults(frames, byte_error_rate=0.01, drop_rate=0.005, seed=13)
+    dec = StreamDecoder()
+    parts = []
+    with BoardSimulator(data, frames.shape[1], rate=1000.0) as sim:
+        port = serial.Serial(sim.port, baudrate=921600, timeout=0.05)
+        sim.start()
+        received = 0
+        deadline = time.monotonic() + 20
+        while received < len(data) and time.monotonic() < deadline:
+            chunk = port.read(max(1, port.in_waiting))
+            received += len(chunk)
+            parts.append(dec.feed(chunk))
+        port.close()
+    parts.append(dec.finish())
+    got = Frames.concat(parts, 2)
+    lost = np.union1d(plan.dropped, plan.corrupted)
+    keep = np.setdiff1d(np.arange(len(frames)), lost)
+    np.testing.assert_array_equal(got.seq, traj.seq[keep])
+    np.testing.assert_array_equal(got.counts, traj.counts[keep])
+    assert dec.stats.dropped == len(plan.dropped) and dec.stats.corrupted == len(plan.corrupted)
+
+
+def test_record_refuses_to_overwrite_and_names_bad_port(tmp_path: Path) -> None:
+    out = tmp_path / "keep.bin"
+    out.write_bytes(b"precious")
+    res = subprocess.run(
+        [*PHYSID, "record", "--port", "loop://", "--out", str(out), "--duration", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "exists" in res.stderr and out.read_bytes() == b"precious"
+    bad = tmp_path / "new.bin"
+    res = subprocess.run(
+        [*PHYSID, "record", "--port", "/dev/does-not-exist", "--out", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "/dev/does-not-exist" in res.stderr and not bad.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs pseudo-terminals")
+def test_pty_passes_every_byte_value_unchanged() -> None:
+    data = bytes(range(256)) * 20  # includes ^C, ^S, CR, LF, 0xFF: raw mode must keep them
+    with BoardSimulator(data, 256, rate=200.0, chunk_frames=1) as sim:
+        port = serial.Serial(sim.port, timeout=0.2)
+        sim.start()
+        got = bytearray()
+        deadline = time.monotonic() + 10
+        while len(got) < len(data) and time.monotonic() < deadline:
+            got += port.read(4096)
+        port.close()
+    assert bytes(got) == data
