@@ -37,7 +37,7 @@ from rigs.encoders.protocol import (
     SYNC1,
     VERSION,
     WRAP,
-    crc16_rows,
+    crc16_frames,
     frame_dtype,
     frame_length,
 )
@@ -131,79 +131,93 @@ def _empty_frames(n: int | None) -> Frames:
 @dataclass(frozen=True)
 class _Scan:
     positions: np.ndarray  # int64 offsets (in buf) of accepted frames
+    rows: np.ndarray  # uint8 [M, frame length], C-contiguous bytes of the accepted frames
     stop: int  # bytes of buf that are final; the rest waits for more data
     n: int | None
     crc_failures: int
     wrong_version: int | None
 
 
+def _frame_rows(buf: np.ndarray, pos: np.ndarray, flen: int) -> np.ndarray:
+    """Bytes of the frames at ``pos`` as ``[M, flen]``; a zero-copy view when back to back."""
+    if pos.size and pos[-1] - pos[0] == (pos.size - 1) * flen and np.all(np.diff(pos) == flen):
+        return buf[pos[0] : pos[0] + pos.size * flen].reshape(pos.size, flen)
+    return np.lib.stride_tricks.sliding_window_view(buf, flen)[pos]
+
+
 def _scan(buf: np.ndarray, n: int | None, final: bool) -> _Scan:
     """Find accepted frames in ``buf`` (uint8) following the sequential reader's rules."""
     size = buf.size
     if size >= 2:
-        cand = np.flatnonzero((buf[:-1] == SYNC0) & (buf[1:] == SYNC1)).astype(np.int64)
+        cand = np.flatnonzero((buf[:-1] == SYNC0) & (buf[1:] == SYNC1))
     else:
-        cand = np.zeros(0, dtype=np.int64)
+        cand = np.zeros(0, dtype=np.intp)
     has_header = cand + 4 <= size
     c = cand[has_header]
     version = buf[c + 2]
-    nn = buf[c + 3].astype(np.int64)
+    nn = buf[c + 3]
     plausible = (nn >= 1) & (nn <= MAX_CHANNELS)
-    length = 16 + 4 * nn
-    complete = plausible & (c + length <= size)
+    complete = plausible & (c + 16 + 4 * nn.astype(np.intp) <= size)
 
+    # CRC of every complete candidate, grouped by its claimed channel count (one group unless
+    # corruption hit the n byte); the rows of group n are reused for the accepted frames.
     crc_ok = np.zeros(c.size, dtype=bool)
-    for k in np.unique(nn[complete]).tolist():
+    groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for k in np.flatnonzero(np.bincount(nn[complete], minlength=MAX_CHANNELS + 1)).tolist():
         sel = np.flatnonzero(complete & (nn == k))
         lk = frame_length(k)
-        # [lk - 2, M] byte-position-major gather of bytes 2 .. lk-1 of each candidate
-        cols = buf[c[sel][None, :] + np.arange(2, lk, dtype=np.int64)[:, None]]
-        stored = cols[lk - 4].astype(np.uint16) | (cols[lk - 3].astype(np.uint16) << np.uint16(8))
-        crc_ok[sel] = crc16_rows(cols[: lk - 4]) == stored
+        rows = _frame_rows(buf, c[sel], lk)
+        crc_ok[sel] = crc16_frames(rows) == rows[:, lk - 2 :].view("<u2")[:, 0]
+        groups[k] = (sel, rows)
 
     good = crc_ok & (version == VERSION)
     other = np.flatnonzero(crc_ok & (version != VERSION))
     wrong_version = int(c[other[0]]) if other.size else None
     if n is None and good.any():
         n = int(np.bincount(nn[good]).argmax())  # the capture's channel count
-    if n is None:
-        valid_pos = np.zeros(0, dtype=np.int64)
-    else:
-        valid_pos = c[good & (nn == n)]
     flen = frame_length(n) if n is not None else 0
+    acc_idx = np.flatnonzero(good & (nn == n)) if n is not None else np.zeros(0, dtype=np.intp)
+    accepted = c[acc_idx]
 
-    accepted = valid_pos
-    if valid_pos.size > 1:
-        overlapping = np.flatnonzero(np.diff(valid_pos) < flen) + 1
+    if accepted.size > 1:
+        overlapping = np.flatnonzero(np.diff(accepted) < flen) + 1
         if overlapping.size:
-            keep = np.ones(valid_pos.size, dtype=bool)
+            keep = np.ones(accepted.size, dtype=bool)
             for i in overlapping.tolist():  # rare: only CRC-valid candidates that overlap
                 k = i - 1
                 while not keep[k]:
                     k -= 1
-                keep[i] = valid_pos[i] >= valid_pos[k] + flen
-            accepted = valid_pos[keep]
+                keep[i] = accepted[i] >= accepted[k] + flen
+            acc_idx, accepted = acc_idx[keep], accepted[keep]
 
     stop = size
     if not final:
         # Candidates that cannot be judged yet block the scan, as they would a serial reader.
-        waiting = cand[~has_header]
-        waiting = np.concatenate([c[plausible & ~complete], waiting])
+        waiting = np.concatenate([c[plausible & ~complete], cand[~has_header]])
         if size and buf[-1] == SYNC0:
             waiting = np.append(waiting, size - 1)
         if waiting.size:
             waiting = np.sort(waiting)
-            covered = _inside(waiting, accepted, flen)
-            free = waiting[~covered]
+            free = waiting[~_inside(waiting, accepted, flen)]
             if free.size:
                 stop = int(free[0])
-                accepted = accepted[accepted < stop]
+                cut = accepted < stop
+                acc_idx, accepted = acc_idx[cut], accepted[cut]
+
+    if accepted.size:
+        sel, rows = groups[n]
+        if sel.size != acc_idx.size:  # some candidates of this size were rejected
+            rows = _frame_rows(buf, accepted, flen)
+    else:
+        rows = np.zeros((0, flen), dtype=np.uint8)
 
     # Rejected candidates that a sequential reader would have examined (not inside a frame).
-    examined = cand[cand < stop]
-    rejected = np.setdiff1d(examined, accepted, assume_unique=True)
-    rejected = rejected[~_inside(rejected, accepted, flen)]
-    return _Scan(accepted, stop, n, int(rejected.size), wrong_version)
+    is_acc = np.zeros(c.size, dtype=bool)
+    is_acc[acc_idx] = True
+    others = np.concatenate([c[~is_acc], cand[~has_header]])  # few: inner syncs, corruption
+    others = others[others < stop]
+    rejected = int((~_inside(np.sort(others), accepted, flen)).sum())
+    return _Scan(accepted.astype(np.int64), rows, stop, n, rejected, wrong_version)
 
 
 def _inside(points: np.ndarray, starts: np.ndarray, flen: int) -> np.ndarray:
@@ -267,8 +281,7 @@ class StreamDecoder:
             frames = _empty_frames(n)
         else:
             flen = frame_length(n)
-            rows = buf[pos[:, None] + np.arange(flen, dtype=np.int64)[None, :]]
-            rec = rows.view(frame_dtype(n)).reshape(-1)
+            rec = scan.rows.view(frame_dtype(n)).reshape(-1)
             gaps = np.empty(pos.size, dtype=np.int64)
             gaps[0] = self._gap + pos[0]
             gaps[1:] = np.diff(pos) - flen
@@ -281,73 +294,81 @@ class StreamDecoder:
 
     def _unwrap(self, rec: np.ndarray, offsets: np.ndarray, gaps: np.ndarray, flen: int) -> Frames:
         st = self.stats
-        seq_raw = rec["seq"].astype(np.int64)
-        tus_raw = rec["t_us"].astype(np.int64)
-        m = seq_raw.size
+        seq_u32 = rec["seq"]
+        tus_u32 = rec["t_us"]
+        m = seq_u32.size
         first = self._last is None
-        if first:
-            prev_seq = np.concatenate([seq_raw[:1], seq_raw[:-1]])
-            prev_tus = np.concatenate([tus_raw[:1], tus_raw[:-1]])
-        else:
-            prev_seq = np.concatenate([[self._last[0]], seq_raw[:-1]])
-            prev_tus = np.concatenate([[self._last[2] % WRAP], tus_raw[:-1]])
-        d = (seq_raw - prev_seq) % WRAP
-        dtu = (tus_raw - prev_tus) % WRAP
+        # uint32 differences wrap exactly like the board's counters
+        prev_seq = seq_u32[0] if first else np.uint32(self._last[0])
+        prev_tus = tus_u32[0] if first else np.uint32(self._last[2] % WRAP)
+        d = np.diff(seq_u32, prepend=prev_seq).astype(np.int64)
+        dtu = np.diff(tus_u32, prepend=prev_tus).astype(np.int64)
         reset = (d == 0) | (d >= HALF_WRAP)
         if first:
-            d[0], dtu[0], reset[0] = 0, 0, False
-        missing_before = np.where(reset | (d == 0), 0, d - 1)
-        corrupted = np.minimum(-(-gaps // flen), missing_before)
-        corrupted = np.where(reset, -(-gaps // flen), corrupted)
+            reset[0] = False
+        step = np.where(reset, 1, d)
         if first:
-            corrupted[0] = gaps[0] // flen  # before the first frame: a partial one is normal
+            step[0] = 0
+        missing_before = np.maximum(step - 1, 0)
+        if first:
             st.leading_bytes = int(gaps[0])
+        if gaps.any():
+            corrupted = -(-gaps // flen)  # garbage bytes in a gap, in frames, rounded up
+            corrupted = np.where(reset, corrupted, np.minimum(corrupted, missing_before))
+            if first:
+                corrupted[0] = gaps[0] // flen  # before the first frame: a partial one is normal
+            st.corrupted += int(corrupted.sum())
+            st.dropped += int((missing_before - np.minimum(corrupted, missing_before)).sum())
+        else:
+            st.dropped += int(missing_before.sum())
         st.seq_resets += int(reset.sum())
         st.missing += int(missing_before.sum())
-        st.corrupted += int(corrupted.sum())
-        st.dropped += int((missing_before - np.minimum(corrupted, missing_before)).sum())
         st.frames += m
 
         if self._period_us is None:
-            steady = (d == 1) & ~reset
-            if steady.any():
+            steady = np.flatnonzero(step == 1)[:4096]
+            if steady.size:
                 self._period_us = float(np.median(dtu[steady]))
                 st.period_s = self._period_us * 1e-6
-        step = np.where(reset, 1, d)
-        dt = dtu.copy()
+        dt = dtu
         if self._period_us is not None:
             period = self._period_us
-            expected = np.rint(step * period).astype(np.int64)
-            # gaps longer than the 71.6 min clock wrap: add the wraps seq says must have passed
-            wraps = np.maximum(np.rint((expected - dtu) / WRAP), 0).astype(np.int64)
-            dt = dtu + wraps * WRAP
+            expected = np.rint(np.where(reset, 1, step) * period).astype(np.int64)
+            if expected.max() > HALF_WRAP:
+                # a gap longer than the 71.6 min clock wrap: add the wraps seq says passed
+                wraps = np.maximum(np.rint((expected - dtu) / WRAP), 0).astype(np.int64)
+                dt = dtu + wraps * WRAP
             jump = np.abs(dt - expected) > JUMP_TOLERANCE * period
-            jump &= ~reset | (dtu >= HALF_WRAP)  # a reset board may restart its clock forward
             if first:
                 jump[0] = False
-            for i in np.flatnonzero(jump).tolist():
-                measured = dtu[i] - WRAP if dtu[i] >= HALF_WRAP else dt[i]
-                st.clock_jumps.append(
-                    ClockJump(
-                        st.frames - m + i, int(offsets[i]), expected[i] * 1e-6, measured * 1e-6
+            if jump.any():
+                jump &= ~reset | (dtu >= HALF_WRAP)  # a rebooted board may restart its clock
+                for i in np.flatnonzero(jump).tolist():
+                    measured = dtu[i] - WRAP if dtu[i] >= HALF_WRAP else dt[i]
+                    st.clock_jumps.append(
+                        ClockJump(
+                            st.frames - m + i, int(offsets[i]), expected[i] * 1e-6, measured * 1e-6
+                        )
                     )
-                )
-            # seq is authoritative across a jump: keep the time base monotonic and on the grid
-            dt = np.where(jump, expected, dt)
-        dt = np.maximum(dt, 1) if not first else np.concatenate([[0], np.maximum(dt[1:], 1)])
-        start_tus = tus_raw[0] if first else self._last[2]
-        start_seq = seq_raw[0] if first else self._last[1]
+                # seq is authoritative across a jump: keep the time base monotonic, on the grid
+                dt = np.where(jump, expected, dt)
+        dt = np.maximum(dt, 1)
+        if first:
+            dt[0] = 0
+            step[0] = 0
+        start_tus = int(tus_u32[0]) if first else self._last[2]
+        start_seq = int(seq_u32[0]) if first else self._last[1]
         t_us = start_tus + np.cumsum(dt)
-        seq = start_seq + np.cumsum(step)
-        self._last = (int(seq_raw[-1]), int(seq[-1]), int(t_us[-1]))
+        seq = start_seq + np.cumsum(np.where(reset, 1, step))
+        self._last = (int(seq_u32[-1]), int(seq[-1]), int(t_us[-1]))
         return Frames(
             offset=offsets.astype(np.int64),
-            seq=seq.astype(np.int64),
+            seq=seq,
             t=t_us * 1e-6,
-            t_us=t_us.astype(np.int64),
+            t_us=t_us,
             counts=np.ascontiguousarray(rec["counts"]).reshape(m, -1),
             u_mv=np.ascontiguousarray(rec["u_mV"]),
-            missing_before=missing_before.astype(np.int64),
+            missing_before=missing_before,
             reset_before=reset,
         )
 
