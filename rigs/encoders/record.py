@@ -57,6 +57,7 @@ def record(
     force: Annotated[bool, typer.Option(help="Overwrite an existing capture")] = False,
 ) -> None:
     """Record the encoder board's byte stream to a raw capture, then write the parsed CSV."""
+    import serial
     from rich.console import Console
 
     from rigs.encoders.decode import StreamDecoder
@@ -81,9 +82,14 @@ def record(
     window = (start, 0)  # for the live rate: (time, frames) a moment ago
     rate = 0.0
     interrupted = False
+    lost_port = None
     try:
         while duration is None or time.monotonic() - start < duration:
-            data = ser.read(max(1, ser.in_waiting))
+            try:
+                data = ser.read(max(1, ser.in_waiting))
+            except (serial.SerialException, OSError) as exc:  # unplugged, board gone
+                lost_port = str(exc)
+                break
             now = time.monotonic()
             if data:
                 view = memoryview(data)
@@ -99,6 +105,8 @@ def record(
                 if now - window[0] >= 1.0:
                     rate = (st.frames - window[1]) / (now - window[0])
                     window = (now, st.frames)
+                elif window[0] == start:  # first second: the average so far
+                    rate = st.frames / (now - start)
                 line = (
                     f"{now - start:7.1f} s  {rate:7.0f} frames/s  {st.frames} frames  "
                     f"dropped {st.dropped}  corrupted {st.corrupted}  {received} bytes"
@@ -119,7 +127,11 @@ def record(
             ser.close()
     elapsed = time.monotonic() - start
     console.print()
+    if lost_port is not None:
+        console.print(f"[yellow]port {port} lost after {elapsed:.1f} s:[/yellow] {lost_port}")
     _summarize(console, out, spec, received, elapsed, interrupted)
+    if lost_port is not None:
+        raise typer.Exit(1)  # the data so far is kept and parsed, but the run ended early
 
 
 def _summarize(console, out: Path, spec, received: int, elapsed: float, interrupted: bool) -> None:
@@ -202,7 +214,8 @@ def board_sim(
         try:
             while not sim.wait(0.2):
                 pass
-            time.sleep(0.5)  # let the reader drain the pty before it goes away
+            console.print(f"sent {sim.written} bytes; Ctrl-C closes the port")
+            while True:  # keep the port open, as a powered board would, until Ctrl-C
+                time.sleep(0.2)
         except KeyboardInterrupt:
-            console.print("stopped")
-    console.print(f"sent {sim.written} bytes")
+            console.print(f"stopped; sent {sim.written} bytes")

@@ -145,3 +145,21 @@ def test_pty_passes_every_byte_value_unchanged() -> None:
             got += port.read(4096)
         port.close()
     assert bytes(got) == data
+
+
+def test_board_disconnect_keeps_and_parses_the_data(tmp_path: Path) -> None:
+    traj = synthetic_trajectory(1.0, 1000.0, 1, seed=14)
+    frames = encode_trajectory(traj)
+    data, _ = inject_faults(frames)
+    out = tmp_path / "unplugged.bin"
+    with BoardSimulator(data, frames.shape[1], rate=1000.0) as sim:
+        proc = _start_recorder(sim.port, out, "--duration", "20")
+        sim.start()
+        assert sim.wait(10)
+        time.sleep(0.3)
+    # leaving the block closed the pty: the board is gone
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1, err
+    assert "lost after" in err and f"parsed log: {out.with_suffix('.csv')}" in err
+    assert out.read_bytes() == data
+    assert len(read_log_csv(out.with_suffix(".csv"))) == 1000
