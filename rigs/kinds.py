@@ -18,6 +18,7 @@ from rigs.spec import RigSpec, SpecError
 KIND_MODULES = {
     "pendulum": "rigs.pendulum",
     "furuta": "rigs.furuta",
+    "ellipse_drop": "rigs.ellipse_drop",
 }
 
 

@@ -1,0 +1,361 @@
+"""Ellipse drop rig (Gabiccini & Fusco, Section 6): simulate camera poses, identify J/m and mu.
+
+``simulate`` runs the IRC time stepper (dynamics.planar_contact) from the initial conditions of
+``[simulation]`` and writes camera-rate poses ``poses.csv`` (``t,x,y,theta``), the fine-grid
+truth ``impulses.csv`` and ``truth.json``. ``identify`` reads a pose CSV (missing fields are
+skipped, never invented), solves the IPOPT NLP (27) (estimation.ipopt_contact) and writes
+``estimate.json`` and ``fit.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from dynamics.planar_contact import Ellipse, Ground
+from dynamics.planar_contact import simulate as simulate_irc
+from estimation.estimate import Estimate, ParameterEstimate, write_json_atomic
+from estimation.ipopt_contact import (
+    ContactGeometry,
+    IpoptSettings,
+    NotIdentifiableError,
+    identifiability,
+    identify_contact,
+)
+from rigs.errors import InputError
+from rigs.spec import RigSpec
+from rigs.streams import Stream
+from rigs.units import to_si
+
+POSE_CHANNELS = ("x", "y", "theta")
+
+
+class NotIdentifiableInput(InputError):
+    """Pose data from which J/m cannot be identified; the message says why."""
+
+
+# ------------------------------------------------------------------------------ spec access
+
+
+def rig_geometry(spec: RigSpec) -> tuple[Ellipse, Ground]:
+    """Ellipse (with the simulation-truth J) and ground line from ``[fixed]``."""
+    m = spec.value("m", "kg", positive=True)
+    ellipse = Ellipse(
+        spec.value("a", "m", positive=True),
+        spec.value("b", "m", positive=True),
+        m,
+        m * spec.value("j_over_m", "m^2", positive=True),
+    )
+    ground = Ground(
+        (spec.value("ground_x0", "m"), spec.value("ground_y0", "m")),
+        spec.value("ground_alpha", "rad"),
+    )
+    return ellipse, ground
+
+
+def _sim_quantity(spec: RigSpec, key: str, unit: str, default: float) -> float:
+    table = spec.sections.get("simulation", {})
+    if key not in table:
+        return default
+    entry = table[key]
+    if isinstance(entry, dict):
+        return to_si(float(entry["value"]), str(entry.get("unit", unit)))
+    return float(entry)
+
+
+def _sim_vector(spec: RigSpec, key: str) -> np.ndarray:
+    raw = spec.sections.get("simulation", {}).get(key)
+    if not isinstance(raw, list) or len(raw) != 3:
+        raise spec.error(f"simulation.{key}", "expected a list of 3 numbers (x, y, theta)")
+    return np.array(raw, dtype=float)
+
+
+def ipopt_settings(spec: RigSpec) -> IpoptSettings:
+    """Estimator settings from ``[method]`` and ``[parameters]`` (SI)."""
+    ratio = spec.parameters.get("inertia_ratio")
+    friction = spec.parameters.get("friction")
+    kwargs = {}
+    if ratio is not None:
+        kwargs["j_over_m_initial"] = ratio.initial
+        kwargs["j_over_m_bounds"] = (max(ratio.lower, 1e-12), ratio.upper)
+    if friction is not None:
+        kwargs["mu_initial"] = friction.initial
+        kwargs["mu_bounds"] = (max(friction.lower, 0.0), friction.upper)
+    return IpoptSettings(
+        h_max=spec.method_value("h_max", "s", 1e-3),
+        sigma_pos=spec.method_value("sigma_pos", "m", 1e-3),
+        sigma_theta=spec.method_value("sigma_theta", "rad", 1e-3),
+        rho=float(spec.method.get("rho", 10.0)),
+        max_iter=int(spec.method.get("max_iter", 500)),
+        **kwargs,
+    )
+
+
+# ------------------------------------------------------------------------------ simulate
+
+
+def simulate(spec: RigSpec, options, console) -> dict[str, Path]:
+    """Simulate a throw with IRC and write camera-rate noisy poses, impulses and truth."""
+    ellipse, ground = rig_geometry(spec)
+    mu = spec.value("mu", "1", nonnegative=True)
+    eps = spec.value("restitution", "1", nonnegative=True)
+    fps = spec.value("fps", "Hz", positive=True)
+    h = options.dt or _sim_quantity(spec, "h", "s", 1.0 / 1200)
+    duration = options.duration or _sim_quantity(spec, "duration", "s", 1.0)
+    noise = options.noise if options.noise is not None else _sim_quantity(spec, "noise", "m", 0)
+    angle_per_m = _sim_quantity(spec, "angle_noise_per_m", "1", 1.0)
+    q0, v0 = _sim_vector(spec, "q0"), _sim_vector(spec, "v0")
+    steps = int(round(duration / h))
+    console.print(f"simulating {duration:g} s of the ellipse drop with IRC, h = {h * 1e3:g} ms")
+    traj = simulate_irc(q0, v0, h, steps, ellipse, ground, mu, eps)
+
+    # Camera frames: the fine step nearest to each frame time (exact when h divides 1/fps).
+    frame_times = np.arange(0.0, traj.t[-1] + 1e-12, 1.0 / fps)
+    idx = np.unique(np.rint(frame_times / h).astype(int))
+    rng = np.random.default_rng(options.seed)
+    sigma = np.array([noise, noise, noise * angle_per_m])
+    poses = traj.q[idx] + rng.normal(size=(len(idx), 3)) * sigma
+
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {
+        "poses": write_pose_csv(out / "poses.csv", traj.t[idx], poses),
+        "true poses": write_pose_csv(out / "poses_true.csv", traj.t[idx], traj.q[idx]),
+    }
+    imp = out / "impulses.csv"
+    with open(imp, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["t", "cn", "ct", "lambda", "x", "y", "theta", "vx", "vy", "omega"])
+        for k in range(steps):
+            w.writerow(
+                [
+                    repr(float(traj.t[k + 1])),
+                    repr(float(traj.cn[k])),
+                    repr(float(traj.ct[k])),
+                    repr(float(traj.lam[k])),
+                    *map(repr, traj.q[k + 1].tolist()),
+                    *map(repr, traj.v[k + 1].tolist()),
+                ]
+            )
+    written["impulses"] = imp
+    truth = {
+        "rig": spec.name,
+        "scheme": "IRC",
+        "a": ellipse.a,
+        "b": ellipse.b,
+        "m": ellipse.m,
+        "J": ellipse.J,
+        "J_over_m": ellipse.j_over_m,
+        "mu": mu,
+        "restitution": eps,
+        "fps": fps,
+        "h": h,
+        "noise_pos": noise,
+        "noise_theta": noise * angle_per_m,
+        "seed": options.seed,
+        "q0": q0.tolist(),
+        "v0": v0.tolist(),
+        "ground": {"p0": list(ground.p0), "alpha": ground.alpha},
+        "units": "SI (m, kg, s, rad; impulses N s)",
+    }
+    written["truth"] = write_json_atomic(out / "truth.json", truth)
+    return written
+
+
+def write_pose_csv(path: Path, t: np.ndarray, q: np.ndarray) -> Path:
+    """Write ``t,x,y,theta`` with full precision (repr round-trips floats)."""
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["t", *POSE_CHANNELS])
+        for ti, qi in zip(t, q, strict=True):
+            w.writerow([repr(float(ti)), *(repr(float(v)) for v in qi)])
+    tmp.replace(path)
+    return path
+
+
+def read_pose_csv(path: str | Path) -> Stream:
+    """Read a pose CSV with columns ``t,x,y,theta`` (extra columns ignored).
+
+    Empty fields mark missing samples (set in the Stream's mask). Errors name file and line.
+    """
+    path = Path(path)
+    try:
+        fh = open(path, newline="")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read pose CSV: {exc.strerror}") from None
+    with fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise InputError(f"{path}: empty file; expected a header t,x,y,theta")
+        header = [h.strip() for h in header]
+        missing_cols = [c for c in ("t", *POSE_CHANNELS) if c not in header]
+        if missing_cols:
+            raise InputError(
+                f"{path}:1: header {','.join(header)} lacks {', '.join(missing_cols)}; "
+                "a pose CSV needs columns t,x,y,theta"
+            )
+        cols = [header.index(c) for c in ("t", *POSE_CHANNELS)]
+        t, values, missing = [], [], []
+        for line, row in enumerate(reader, start=2):
+            if not row or all(not f.strip() for f in row):
+                continue
+            fields = [row[c].strip() if c < len(row) else "" for c in cols]
+            if not fields[0]:
+                raise InputError(f"{path}:{line}: missing time stamp t")
+            try:
+                t.append(float(fields[0]))
+                vals = [float(f) if f else math.nan for f in fields[1:]]
+            except ValueError:
+                raise InputError(f"{path}:{line}: not a number in {row}") from None
+            values.append(vals)
+            pairs = zip(fields[1:], vals, strict=True)
+            missing.append([not f or not math.isfinite(v) for f, v in pairs])
+    if not t:
+        raise InputError(f"{path}: no pose samples after the header")
+    return Stream(
+        np.array(t),
+        np.array(values),
+        POSE_CHANNELS,
+        ("m", "m", "rad"),
+        np.array(missing),
+        {"file": str(path)},
+    )
+
+
+# ------------------------------------------------------------------------------ identify
+
+
+def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
+    """Identify J/m and mu from one pose CSV with the IPOPT NLP (27)."""
+    if len(data) != 1:
+        raise InputError(f"ellipse drop: give exactly one pose CSV, got {len(data)} files")
+    path = Path(data[0])
+    stream = read_pose_csv(path)
+    ok = ~stream.missing.any(axis=1)
+    t_m, q_m = stream.t[ok], stream.values[ok]
+    ellipse, ground = rig_geometry(spec)
+    geometry = ContactGeometry(ellipse.a, ellipse.b, ground.p0[0], ground.p0[1], ground.alpha)
+    settings = ipopt_settings(spec)
+    console.print(
+        f"identifying J/m and mu from {len(t_m)} frames of {path} "
+        f"({int((~ok).sum())} incomplete frames skipped), IPOPT on a {settings.h_max * 1e3:g} "
+        "ms grid"
+    )
+    try:
+        fit = identify_contact(t_m, q_m, geometry, settings)
+    except NotIdentifiableError as exc:
+        raise NotIdentifiableInput(f"{path}: J/m cannot be identified: {exc}") from None
+    ident = identifiability(fit, geometry)
+    if ident["contact_steps"] == 0:
+        raise NotIdentifiableInput(
+            f"{path}: J/m cannot be identified: the fitted motion has no contact impulse, so "
+            "the data are explained by free flight, where J/m does not appear (Section 5.2.1)"
+        )
+    estimate = build_estimate(spec, fit, ident, ellipse, settings, path, int((~ok).sum()))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    estimate.write(out / "estimate.json")
+    plot_fit(out / "fit.png", t_m, q_m, fit, ellipse.m)
+    console.print(
+        f"J/m = {fit.j_over_m * 1e6:.1f} mm^2, mu = {fit.mu:.3f} "
+        f"({fit.iterations} IPOPT iterations, {fit.wall_s:.1f} s, {fit.status})"
+    )
+    return estimate
+
+
+def friction_report(fit, settings: IpoptSettings) -> tuple[float, bool, float]:
+    """(mu, identifiable, mu lower bound): mu is identified only where the fit slides.
+
+    Where the object only rolls or sticks, the cone constraint is never active and any mu
+    above max |c_t|/c_n fits; then that lower bound is reported (Section 6.1, Figure 19).
+    """
+    pn = fit.pn
+    contact = pn > 1e-2 * max(pn.max(), 1e-12)
+    if not contact.any():
+        return fit.mu, False, 0.0
+    ratio = np.abs(fit.pt[contact]) / pn[contact]
+    bound = float(ratio.max())
+    slip = np.abs(fit.lam[contact])
+    sliding = bool(np.any((slip > 0.05) & (ratio > 0.9 * fit.mu)))
+    return (fit.mu if sliding else bound), sliding, bound
+
+
+def build_estimate(spec, fit, ident, ellipse, settings, path, skipped) -> Estimate:
+    mu_value, mu_ident, mu_bound = friction_report(fit, settings)
+    m = ellipse.m
+    params = {
+        "J_over_m": ParameterEstimate(
+            fit.j_over_m, math.nan, "m^2", bool(ident.get("identifiable", False))
+        ),
+        "mu": ParameterEstimate(mu_value, math.nan, "1", mu_ident),
+    }
+    ident = dict(ident)
+    ident["mu_lower_bound_from_no_slip"] = mu_bound
+    n_frames = len(fit.frame_index)
+    return Estimate(
+        rig=spec.name,
+        solver="ipopt (casadi) NLP (27), l1 complementarity penalty",
+        parameters=params,
+        cost=fit.cost_fit / max(n_frames, 1),
+        iterations=fit.iterations,
+        converged=fit.success or "Acceptable" in fit.status,
+        history=[],
+        settings={
+            "h_max": settings.h_max,
+            "sigma_pos": settings.sigma_pos,
+            "sigma_theta": settings.sigma_theta,
+            "rho": settings.rho,
+            "mass_fixed": m,
+            "frames": n_frames,
+            "frames_skipped_missing": skipped,
+            "data": str(path),
+            "ipopt_status": fit.status,
+            "wall_s": fit.wall_s,
+            **fit.stats,
+        },
+        identifiability=ident,
+        extra={
+            "t": fit.t,
+            "q": fit.q,
+            "v": fit.v,
+            "impulse_t": fit.t[1:],
+            "cn": fit.pn * m,
+            "ct": fit.pt * m,
+            "lambda": fit.lam,
+            "impulse_unit": "N s (mass fixed at m; only J/m is identifiable)",
+            "cost_gamma": fit.cost_gamma,
+            "J": fit.j_over_m * m,
+        },
+    )
+
+
+def plot_fit(path: Path, t_m, q_m, fit, m: float) -> Path:
+    """Measured vs fitted poses and the identified impulses."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 1, figsize=(8, 10), sharex=True)
+    for j, (name, unit) in enumerate(zip(POSE_CHANNELS, ("m", "m", "rad"), strict=True)):
+        axes[j].plot(t_m, q_m[:, j], ".", ms=3, label="measured")
+        axes[j].plot(fit.t, fit.q[:, j], "-", lw=1, label="fitted")
+        axes[j].set_ylabel(f"{name} ({unit})")
+    axes[0].legend()
+    axes[3].plot(fit.t[1:], fit.pn * m, label="c_n")
+    axes[3].plot(fit.t[1:], fit.pt * m, label="c_t")
+    axes[3].set_ylabel("impulse (N s)")
+    axes[3].set_xlabel("t (s)")
+    axes[3].legend()
+    fig.suptitle(f"J/m = {fit.j_over_m * 1e6:.1f} mm^2, mu = {fit.mu:.3f}")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
