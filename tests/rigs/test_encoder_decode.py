@@ -117,3 +117,74 @@ def test_seq_reset_starts_a_new_segment() -> None:
     assert stats.seq_resets == 1 and stats.dropped == 0 and stats.missing == 0
     assert np.all(np.diff(got.seq) == 1) and np.all(np.diff(got.t) > 0)
     assert len(stats.clock_jumps) == 1
+
+
+def _sequential_reader(data: bytes, n: int) -> list[int]:
+    """The spec's reader, one byte at a time: offsets of accepted frames (independent code)."""
+    import binascii
+
+    flen = 16 + 4 * n
+    out, pos = [], 0
+    while pos + 1 < len(data):
+        if data[pos] != 0xA5 or data[pos + 1] != 0x5A:
+            pos += 1
+            continue
+        frame = data[pos : pos + flen]
+        if (
+            len(frame) == flen
+            and frame[2] == 1
+            and frame[3] == n
+            and binascii.crc_hqx(frame[2:-2], 0xFFFF) == int.from_bytes(frame[-2:], "little")
+        ):
+            out.append(pos)
+            pos += flen
+        else:
+            pos += 1  # resume one byte after the failed sync
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorized_scan_equals_sequential_reader(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    n = 1 + seed % 3
+    m = 3000
+    # counts full of sync-like bytes, then heavy damage and random noise bursts
+    counts = rng.choice([0x015AA5, 0x01015AA5, -1, 0x5AA55AA5, 7], size=(m, n))
+    raw = encode_frames(np.arange(m), np.arange(m) * 1000, counts, rng.integers(-99, 99, m))
+    data, _ = inject_faults(raw, byte_error_rate=0.05, drop_rate=0.02, seed=seed)
+    pieces = bytearray(data)
+    for at in sorted(rng.integers(0, len(pieces), 40).tolist(), reverse=True):
+        pieces[at:at] = bytes(rng.choice([0xA5, 0x5A, 0x01, 0x02, 0x00], 30).astype(np.uint8))
+    data = bytes(pieces)
+    got, stats = decode_capture(data, n_channels=n)
+    assert got.offset.tolist() == _sequential_reader(data, n)
+    assert stats.frames > 400  # enough intact frames for the comparison to mean something
+    dec, parts, i = StreamDecoder(n), [], 0
+    while i < len(data):  # the live decoder, in random chunks, agrees
+        k = int(rng.integers(1, 300))
+        parts.append(dec.feed(data[i : i + k]))
+        i += k
+    parts.append(dec.finish())
+    np.testing.assert_array_equal(Frames.concat(parts, n).offset, got.offset)
+    assert dec.stats == stats
+
+
+def test_overlapping_crc_valid_candidates_follow_the_sequential_rule() -> None:
+    # Frame A (n=1) carries "A5 5A 01 01" in its counts, so a second candidate B starts at
+    # A+12; B's remaining bytes follow A and are chosen so that B's CRC matches too.
+    import binascii
+
+    fake = int.from_bytes(b"\xa5\x5a\x01\x01", "little", signed=True)
+    a = encode_frame(5, 5000, [fake], 42)
+    b_head = a[12:]  # 8 bytes of B inside A: sync, version, n, then A's u_mV and crc as seq
+    b_tail = (777).to_bytes(4, "little") + (3).to_bytes(4, "little") + (9).to_bytes(2, "little")
+    crc = binascii.crc_hqx((b_head + b_tail)[2:], 0xFFFF).to_bytes(2, "little")
+    b = b_head + b_tail + crc
+    assert binascii.crc_hqx(b[2:-2], 0xFFFF) == int.from_bytes(b[-2:], "little")
+    before = encode_frame(4, 4000, [1], 0)
+    after = encode_frame(6, 6000, [2], 0)
+    data = before + a + b[8:] + after
+    got, stats = decode_capture(data, n_channels=1)
+    assert got.offset.tolist() == _sequential_reader(data, 1) == [0, 20, 52]
+    assert got.seq.tolist() == [4, 5, 6]
+    assert stats.missing == 0 and stats.skipped_bytes == 12
