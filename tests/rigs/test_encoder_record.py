@@ -163,3 +163,40 @@ def test_board_disconnect_keeps_and_parses_the_data(tmp_path: Path) -> None:
     assert "lost after" in err and f"parsed log: {out.with_suffix('.csv')}" in err
     assert out.read_bytes() == data
     assert len(read_log_csv(out.with_suffix(".csv"))) == 1000
+
+
+def test_record_from_a_socket_url(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    traj = synthetic_trajectory(1.0, 1000.0, 2, seed=15)
+    data, _ = inject_faults(encode_trajectory(traj))
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            time.sleep(0.5)  # pyserial discards what arrives while it opens the port
+            for i in range(0, len(data), 2400):  # 100 frames every 0.1 s
+                conn.sendall(data[i : i + 2400])
+                time.sleep(0.1)
+            done.wait(30)  # keep the connection until the recorder has stopped
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    out = tmp_path / "net.bin"
+    res = subprocess.run(
+        [*PHYSID, "record", "--port", f"socket://127.0.0.1:{port}", "--out", str(out)]
+        + ["--duration", "2.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    done.set()
+    thread.join(5)
+    server.close()
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes() == data
+    assert "frames 1000" in res.stderr
