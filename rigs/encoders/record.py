@@ -22,6 +22,7 @@ from rigs.errors import InputError
 
 DEFAULT_BAUD = 921600
 STATUS_EVERY_S = 0.5
+DECODE_EVERY_S = 0.1
 
 
 def register(app: typer.Typer) -> None:
@@ -68,8 +69,11 @@ def record(
         from rigs.spec import load_spec
 
         spec = load_spec(rig.replace("-", "_"))
-    if out.exists() and not force:
-        raise InputError(f"{out}: exists; choose another --out or pass --force to overwrite it")
+    for existing in (out, out.with_suffix(".csv")):
+        if existing.exists() and not force:
+            raise InputError(
+                f"{existing}: exists; choose another --out or pass --force to overwrite it"
+            )
     ser = _open_port(port, baud)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -78,7 +82,8 @@ def record(
     decoder = StreamDecoder()
     received = 0
     start = time.monotonic()
-    last_sync = last_status = start
+    last_sync = last_status = last_feed = start
+    pending = bytearray()
     window = (start, 0)  # for the live rate: (time, frames) a moment ago
     rate = 0.0
     interrupted = False
@@ -96,7 +101,12 @@ def record(
                 while view:  # os.write may write less than asked
                     view = view[os.write(fd, view) :]
                 received += len(data)
-                decoder.feed(data)
+                pending += data
+            if pending and now - last_feed >= DECODE_EVERY_S:
+                # decode in batches: the file already has the bytes; this is only the display
+                decoder.feed(bytes(pending))
+                pending.clear()
+                last_feed = now
             if now - last_sync >= 1.0:
                 os.fsync(fd)
                 last_sync = now
