@@ -4,6 +4,16 @@ See ``docs/encoder-format.md`` and ``shared/encoder-protocol.md``.
 """
 
 from rigs.encoders.csvlog import read_log_csv, write_log_csv
-from rigs.encoders.readers import read_log
+from rigs.encoders.decode import DecodeStats, Frames, StreamDecoder, decode_capture
+from rigs.encoders.readers import read_capture, read_log
 
-__all__ = ["read_log", "read_log_csv", "write_log_csv"]
+__all__ = [
+    "DecodeStats",
+    "Frames",
+    "StreamDecoder",
+    "decode_capture",
+    "read_capture",
+    "read_log",
+    "read_log_csv",
+    "write_log_csv",
+]
