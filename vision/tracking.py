@@ -1,0 +1,375 @@
+"""Video -> pose stream for a planar rig: static circles, marker tracking, world poses.
+
+One decoding pass. The static circles (four reference, two ground) are found in the first
+frame and measured over the first ``static_frames`` frames (they do not move, so averaging
+lowers their noise). The two body markers are tracked in small windows around a
+constant-velocity prediction with a gate that grows while a marker is unseen; the two are
+assigned jointly so that one blob never serves both. A marker with no blob in its gate is a
+*missing* sample (never interpolated) and keeps its identity when it reappears inside the
+gate of its own prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from itertools import product
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from rigs.errors import InputError
+from rigs.streams import Stream
+from vision.camera import Camera
+from vision.circles import Blob, dark_threshold, disk_bias, find_blobs, weighted_centre
+from vision.scene import Scene
+from vision.video import frames, open_video
+from vision.world import (
+    PlanePose,
+    body_pose,
+    match_corners,
+    pixels_to_world,
+    plane_pose,
+    pose_std,
+)
+
+POSE_CHANNELS = ("x", "y", "theta", "std_x", "std_y", "std_theta", "rigid_err", "px_sigma")
+SIGMA_FLOOR_PX = 0.02
+POSE_UNITS = ("m", "m", "rad", "m", "m", "rad", "m", "px")
+
+
+class TrackingError(InputError):
+    """The video does not show what the rig spec says; names the file and frame."""
+
+
+@dataclass
+class _Marker:
+    pos: np.ndarray
+    vel: np.ndarray
+    lost: int = 0
+
+
+@dataclass(frozen=True)
+class TrackResult:
+    """Everything the tracker measured. Pixel arrays are distorted-image px; ``marker_px``
+    [N, 2, 2] are bias-corrected projections of the markers' centres (NaN where missing)."""
+
+    path: Path
+    t: np.ndarray
+    frame: np.ndarray
+    marker_raw: np.ndarray
+    marker_px: np.ndarray
+    marker_sigma: np.ndarray
+    missing: np.ndarray
+    reference_px: np.ndarray
+    ground_px: np.ndarray
+    plane: PlanePose
+    ground_p0: np.ndarray
+    ground_alpha: float
+    poses: np.ndarray
+    pose_std: np.ndarray
+    rigid_err: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+    def stream(self) -> Stream:
+        """The PoseStream: x, y, theta (m, m, rad) plus quality channels; a sample whose
+        pose needs a missing marker is missing in every channel but none is invented."""
+        miss = self.missing.any(axis=1)
+        values = np.column_stack(
+            [self.poses, self.pose_std, self.rigid_err, np.nanmax(self.marker_sigma, axis=1)]
+        )
+        return Stream(
+            self.t,
+            values,
+            POSE_CHANNELS,
+            POSE_UNITS,
+            np.broadcast_to(miss[:, None], values.shape).copy(),
+            {
+                "file": str(self.path),
+                "ground_p0": self.ground_p0.tolist(),
+                "ground_alpha": self.ground_alpha,
+                **self.stats,
+            },
+        )
+
+
+def track_video(
+    path: str | Path,
+    camera: Camera,
+    scene: Scene,
+    progress: Callable[[int], None] | None = None,
+    static_frames: int = 10,
+) -> TrackResult:
+    """Track the rig in ``path`` (see module docstring)."""
+    path = Path(path)
+    _, info = open_video(path)
+    if info.size != camera.size:
+        raise TrackingError(
+            f"{path}: frame 0: video is {info.size[0]}x{info.size[1]} px but the calibration "
+            f"is for {camera.size[0]}x{camera.size[1]}; calibrate at the recording resolution"
+        )
+    times, idx, raw, sig = [], [], [], []
+    static: list[list] = []
+    state: _State | None = None
+    for k, t, img in frames(path):
+        gray = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY) if img.ndim == 3 else img
+        if state is None:
+            state = _State.first_frame(path, gray, camera, scene)
+        if k < static_frames:
+            static.append([weighted_centre(gray, b.box) for b in state.static_blobs])
+        centres = state.step(gray)
+        times.append(t)
+        idx.append(k)
+        raw.append([(c.x, c.y) if c else (np.nan, np.nan) for c in centres])
+        sig.append([c.sigma if c else np.nan for c in centres])
+        if progress is not None:
+            progress(k + 1)
+    if state is None:
+        raise TrackingError(f"{path}: no frames")
+    return _finish(path, camera, scene, state, static, times, idx, raw, sig)
+
+
+class _State:
+    """Per-video tracking state (not part of the API)."""
+
+    def __init__(self, path, camera, scene, static_blobs, threshold, pose, ref_i, gnd_i):
+        self.path, self.camera, self.scene = path, camera, scene
+        self.static_blobs: list[Blob] = static_blobs
+        self.threshold = threshold
+        self.pose: PlanePose = pose
+        self.ref_i, self.gnd_i = ref_i, gnd_i
+        self.markers: list[_Marker] | None = None
+        self.frame = 0
+        # expected marker radius in px near the workspace centre
+        centre = scene.reference.mean(axis=0)
+        p = camera.project(
+            np.array([[*centre, 0.0], [centre[0] + scene.marker_radius, centre[1], 0.0]]),
+            pose.rvec,
+            pose.t,
+        )
+        self.r_px = float(np.linalg.norm(p[1] - p[0]))
+        self.static_px = np.array([[b.x, b.y] for b in static_blobs])
+
+    @classmethod
+    def first_frame(cls, path, gray, camera: Camera, scene: Scene) -> _State:
+        thr = dark_threshold(gray)
+        blobs = find_blobs(gray, thr)
+        where = (
+            "check that the four corner circles are in view, dark on a light background, and "
+            "that the rig spec's [scene] reference_circles match the rig"
+        )
+        if len(blobs) < 4:
+            raise TrackingError(
+                f"{path}: frame 0: found {len(blobs)} dark circles, need at least the 4 "
+                f"reference circles; {where}"
+            )
+        pts = np.array([[b.x, b.y] for b in blobs])
+        norm = camera.normalize(pts)
+        ref_i = match_corners(norm, scene.reference)
+        if len(set(ref_i.tolist())) < 4:
+            raise TrackingError(
+                f"{path}: frame 0: could not tell the 4 reference circles apart; {where}"
+            )
+        pose = plane_pose(norm[ref_i], scene.reference)
+        world = pose.to_world(norm)
+        used = set(ref_i.tolist())
+        gnd_i = []
+        for g in scene.ground:
+            d = np.linalg.norm(world - g, axis=1)
+            d[list(used)] = np.inf
+            j = int(np.argmin(d))
+            if d[j] > 0.03:  # nominal positions: the bar's slope is adjustable
+                raise TrackingError(
+                    f"{path}: frame 0: no dark circle within 30 mm of the ground circle "
+                    f"at ({g[0] * 1000:.0f}, {g[1] * 1000:.0f}) mm; check the rig spec's "
+                    "[scene] ground_circles and that the bar's circles are in view"
+                )
+            gnd_i.append(j)
+            used.add(j)
+        static_blobs = [blobs[i] for i in [*ref_i.tolist(), *gnd_i]]
+        return cls(path, camera, scene, static_blobs, thr, pose, ref_i, gnd_i)
+
+    # --- body markers ---------------------------------------------------------------------
+    def _candidates(self, gray, thr, x0=0, y0=0, x1=None, y1=None) -> list[Blob]:
+        H, W = gray.shape
+        x0, y0 = max(0, int(x0)), max(0, int(y0))
+        x1 = W if x1 is None else min(W, int(x1))
+        y1 = H if y1 is None else min(H, int(y1))
+        if x1 - x0 < 3 or y1 - y0 < 3:
+            return []
+        area = np.pi * self.r_px**2
+        blobs = find_blobs(gray[y0:y1, x0:x1], thr, min_area=0.2 * area, offset=(x0, y0))
+        keep = []
+        for b in blobs:
+            if b.area > 8 * area:
+                continue
+            if (
+                len(self.static_px)
+                and np.min(np.linalg.norm(self.static_px - [b.x, b.y], axis=1)) < 1.5 * self.r_px
+            ):
+                continue
+            keep.append(b)
+        return keep
+
+    def _acquire(self, gray) -> list[Blob] | None:
+        blobs = self._candidates(gray, self.threshold)
+        if len(blobs) < 2:
+            return None
+        world = self.pose.to_world(self.camera.normalize(np.array([[b.x, b.y] for b in blobs])))
+        target = self.scene.marker_distance
+        best, best_err = None, 0.15 * target
+        for i in range(len(blobs)):
+            for j in range(i + 1, len(blobs)):
+                err = abs(np.linalg.norm(world[i] - world[j]) - target)
+                if err < best_err:
+                    best, best_err = (i, j), err
+        if best is None:
+            return None
+        i, j = best
+        q = body_pose(world[[i, j]][None], self.scene.markers)[0]
+        if not -np.pi / 2 < q[2] <= np.pi / 2:
+            i, j = j, i
+        return [blobs[i], blobs[j]]
+
+    def step(self, gray: np.ndarray) -> list:
+        self.frame += 1
+        if self.markers is None:
+            found = self._acquire(gray)
+            if found is None:
+                return [None, None]
+            cs = [weighted_centre(gray, b.box) for b in found]
+            if any(c is None for c in cs):
+                return [None, None]
+            self.markers = [_Marker(np.array([c.x, c.y]), np.zeros(2)) for c in cs]
+            bg = np.mean([c.background for c in cs])
+            ink = min(float(gray[int(c.y), int(c.x)]) for c in cs)
+            # closer to the background than the midpoint: a blurred marker never reaches ink
+            self.body_thr = bg - 0.3 * (bg - ink)
+            return cs
+        preds, gates, cands = [], [], []
+        for m in self.markers:
+            pred = m.pos + m.vel * (1 + m.lost)
+            speed = float(np.linalg.norm(m.vel))
+            gate = max(2.0 * self.r_px, 0.75 * speed) + 8.0 * m.lost
+            half = gate + 2.0 * self.r_px + speed
+            preds.append(pred)
+            gates.append(gate)
+            cands.append(
+                self._candidates(
+                    gray,
+                    self.body_thr,
+                    pred[0] - half,
+                    pred[1] - half,
+                    pred[0] + half,
+                    pred[1] + half,
+                )
+            )
+        # joint assignment: each marker one of its candidates or none, no blob twice
+        options = [[None] + list(range(len(c))) for c in cands]
+        best, best_cost = (None, None), np.inf
+        for choice in product(*options):
+            cost, picked = 0.0, []
+            for i, j in enumerate(choice):
+                if j is None:
+                    cost += gates[i]
+                    continue
+                b = cands[i][j]
+                d = float(np.hypot(b.x - preds[i][0], b.y - preds[i][1]))
+                if d > gates[i]:
+                    cost = np.inf
+                    break
+                picked.append((round(b.x, 3), round(b.y, 3)))
+                cost += d
+            if len(set(picked)) < len(picked):
+                continue
+            if cost < best_cost:
+                best, best_cost = choice, cost
+        out = []
+        for i, j in enumerate(best):
+            m = self.markers[i]
+            c = weighted_centre(gray, cands[i][j].box) if j is not None else None
+            if c is None:
+                m.lost += 1
+                out.append(None)
+                continue
+            # Pixel noise alone (c.sigma, ~0.003 px) understates the error: JPEG blocks and
+            # edge shading add ~0.01 px on sharp frames, and blur adds ~0.005 px per px of
+            # smear (measured against the renderer, docs/vision.md); add that in quadrature.
+            box = cands[i][j].box
+            smear = abs(box[2] - box[3])
+            c = replace(c, sigma=float(np.hypot(c.sigma, SIGMA_FLOOR_PX + 0.005 * smear)))
+            new = np.array([c.x, c.y])
+            m.vel = (new - m.pos) / (1 + m.lost)
+            m.pos, m.lost = new, 0
+            out.append(c)
+        return out
+
+
+def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) -> TrackResult:
+    # static circles: mean over the first frames, then bias-correct and refit the plane
+    meas = np.array(
+        [[(c.x, c.y) if c else (np.nan, np.nan) for c in row] for row in static], dtype=float
+    )
+    static_px = np.nanmean(meas, axis=0)
+    if not np.all(np.isfinite(static_px)):
+        bad = int(np.flatnonzero(~np.isfinite(static_px[:, 0]))[0])
+        raise TrackingError(
+            f"{path}: frame 0: static circle {bad} touches the image border; check the framing"
+        )
+    radii = [scene.reference_radius] * 4 + [scene.ground_radius] * 2
+    known = np.concatenate([scene.reference, scene.ground])
+    pose = state.pose
+    corrected = static_px.copy()
+    for _ in range(3):
+        world = pixels_to_world(camera, pose, corrected)
+        world[:4] = scene.reference
+        bias = np.array(
+            [disk_bias(camera, pose.rvec, pose.t, world[i], radii[i])[0] for i in range(6)]
+        )
+        corrected = static_px - bias
+        pose = plane_pose(camera.normalize(corrected[:4]), scene.reference)
+    ground_w = pixels_to_world(camera, pose, corrected[4:])
+    p0, alpha = scene.ground_line(ground_w)
+    del known
+
+    raw = np.array(raw, dtype=float)
+    sig = np.array(sig, dtype=float)
+    missing = ~np.isfinite(raw[..., 0])
+    px = raw.copy()
+    for _ in range(2):  # bias of a 5 mm disk is < 1 px and smooth: two passes converge
+        world = pixels_to_world(camera, pose, px.reshape(-1, 2))
+        ok = np.all(np.isfinite(world), axis=1)
+        bias = np.zeros_like(world)
+        if ok.any():
+            bias[ok] = disk_bias(camera, pose.rvec, pose.t, world[ok], scene.marker_radius)
+        px = (raw.reshape(-1, 2) - bias).reshape(raw.shape)
+    world = pixels_to_world(camera, pose, px.reshape(-1, 2)).reshape(-1, 2, 2)
+    poses = body_pose(world, scene.markers)
+    any_missing = missing.any(axis=1)
+    poses[any_missing] = np.nan
+    ok = ~any_missing
+    if ok.any():
+        poses[ok, 2] = np.unwrap(poses[ok, 2])
+    stds = np.full(poses.shape, np.nan)
+    if ok.any():
+        stds[ok] = pose_std(camera, pose, px[ok], sig[ok], scene.markers)
+    rigid = np.abs(np.linalg.norm(world[:, 1] - world[:, 0], axis=1) - scene.marker_distance)
+    return TrackResult(
+        path=Path(path),
+        t=np.array(times),
+        frame=np.array(idx),
+        marker_raw=raw,
+        marker_px=px,
+        marker_sigma=sig,
+        missing=missing,
+        reference_px=corrected[:4],
+        ground_px=corrected[4:],
+        plane=pose,
+        ground_p0=p0,
+        ground_alpha=float(alpha),
+        poses=poses,
+        pose_std=stds,
+        rigid_err=rigid,
+        stats={"frames": len(times), "missing_markers": int(missing.sum())},
+    )
