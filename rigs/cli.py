@@ -20,7 +20,7 @@ app = typer.Typer(
 console = Console(stderr=True)
 
 # Modules that add their own sub-commands through ``register(app)``.
-COMMAND_MODULES: tuple[str, ...] = ("rigs.encoders.record",)
+COMMAND_MODULES: tuple[str, ...] = ("rigs.encoders.record", "vision.cli")
 
 
 class UserError(Exception):
