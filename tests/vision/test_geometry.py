@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vision.camera import Camera, CalibrationError, action_camera, pinhole_camera
+from vision.camera import CalibrationError, Camera, action_camera, pinhole_camera
 from vision.circles import disk_bias, weighted_centre
 from vision.world import body_pose, match_corners, pixels_to_world, plane_pose, pose_std
 
