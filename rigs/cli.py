@@ -78,7 +78,10 @@ def identify(
     for path in data:
         if not path.exists():
             raise UserError(f"{path}: no such file")
-    kind_module(spec).identify(spec, data, out, console)
+    module = kind_module(spec)
+    if not hasattr(module, "identify"):
+        raise UserError(f"no estimator for model {spec.model!r} yet (see the open issues)")
+    module.identify(spec, data, out, console)
     console.print(f"[green]wrote[/green] {out / 'estimate.json'}")
 
 

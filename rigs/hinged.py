@@ -1,0 +1,181 @@
+"""What the pendulum and Furuta rigs share: a model built from a spec, its observation
+function (joint angles), initial states from angles, and ``physid simulate``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dynamics  # noqa: F401  (float64)
+from dynamics.multibody import Params, System, hinge_angle
+from dynamics.spook import simulate as spook_simulate
+from estimation.estimate import write_json_atomic
+from rigs.errors import InputError
+from rigs.kinds import SimulateOptions
+from rigs.spec import RigSpec
+from rigs.streams import Stream
+
+
+@dataclass(frozen=True)
+class HingedRig:
+    """A rig of bodies on hinges, built from a spec.
+
+    ``make_params(values)`` maps named SI values (fixed values and parameters of the spec; any
+    of them may be JAX tracers) to the dynamics ``Params``; ``state_from_angles(angles)`` gives
+    the configuration with zero constraint violation and ``values`` the spec's SI values.
+    ``channels`` are the encoder channels, one per hinge, in hinge order.
+    """
+
+    system: System
+    values: dict[str, float]
+    make_params: Callable[[dict], Params]
+    state_from_angles: Callable[[jnp.ndarray], tuple]
+    channels: tuple[str, ...]
+    parameter_units: dict[str, str]
+
+    def observe(self, q) -> jnp.ndarray:
+        """Joint angles (rad) of configuration q, one per hinge, in (−π, π]."""
+        return jnp.stack([hinge_angle(q, h) for h in self.system.hinges])
+
+
+def spec_values(spec: RigSpec, units: dict[str, str], nonnegative: set[str]) -> dict[str, float]:
+    """SI values of every name in ``units`` from the spec, dimension-checked; masses and
+    inertias must be positive, names in ``nonnegative`` non-negative."""
+    values = {}
+    for name, unit in units.items():
+        positive = name.startswith(("m", "J", "l", "eps", "tau", "r")) and name not in nonnegative
+        values[name] = spec.value(name, unit, positive=positive, nonnegative=name in nonnegative)
+    spec.check_parameters(units)
+    return values
+
+
+def simulation_table(spec: RigSpec) -> dict:
+    table = spec.sections.get("simulation")
+    if not isinstance(table, dict):
+        raise InputError(f"{spec.path}: [simulation] missing; it sets the scenario to simulate")
+    return table
+
+
+def sim_value(spec: RigSpec, table: dict, key: str, unit: str) -> float:
+    from rigs.spec import _quantity
+
+    if key not in table:
+        raise InputError(f"{spec.path}: [simulation] missing {key!r} ({unit})")
+    return _quantity(spec, f"simulation.{key}", table[key], unit)
+
+
+def truth_values(spec: RigSpec, rig_values: dict[str, float], table: dict) -> dict[str, float]:
+    """The spec values with the [simulation] truth overrides applied (SI numbers)."""
+    truth = dict(rig_values)
+    for name, value in table.get("truth", {}).items():
+        if name not in truth:
+            raise InputError(f"{spec.path}: [simulation.truth] {name!r} is not a value of the rig")
+        truth[name] = float(value)
+    return truth
+
+
+def read_control(path: Path | None, t: np.ndarray) -> np.ndarray:
+    """Control voltage (V) at times t from a CSV with columns t,u (zero-order hold)."""
+    if path is None:
+        return np.zeros_like(t)
+    try:
+        data = np.genfromtxt(path, delimiter=",", names=True)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read control file: {exc}") from None
+    if data.dtype.names is None or not {"t", "u"} <= set(data.dtype.names):
+        raise InputError(f"{path}: control CSV needs a header with columns t,u")
+    idx = np.clip(np.searchsorted(data["t"], t, side="right") - 1, 0, len(data) - 1)
+    return np.asarray(data["u"])[idx]
+
+
+def run_simulation(rig: HingedRig, truth: dict, angles0, u: np.ndarray, h: float):
+    """SPOOK rollout from rest at ``angles0``: q trajectory, v, joint angles [N+1, k] (rad)."""
+    params = rig.make_params({k: jnp.asarray(v) for k, v in truth.items()})
+    q0 = rig.state_from_angles(jnp.asarray(angles0, dtype=float))
+    v0 = jnp.zeros((rig.system.n_bodies, 6))
+    roll = jax.jit(lambda p, uu: spook_simulate(rig.system, p, q0, v0, uu, h))
+    q, v = roll(params, jnp.asarray(u))
+    angles = np.unwrap(np.asarray(jax.vmap(lambda r, e: rig.observe((r, e)))(*q)), axis=0)
+    return q, v, angles
+
+
+def simulate_to_folder(
+    spec: RigSpec,
+    rig: HingedRig,
+    angles0: list[float],
+    options: SimulateOptions,
+    console,
+) -> dict[str, Path]:
+    """Simulate the spec's scenario and write log.csv, truth.json and plot.png to options.out."""
+    from rigs.encoders import write_log_csv
+
+    table = simulation_table(spec)
+    h = options.dt or sim_value(spec, table, "h", "s")
+    duration = options.duration or sim_value(spec, table, "duration", "s")
+    rate = sim_value(spec, table, "rate", "Hz")
+    noise = options.noise if options.noise is not None else sim_value(spec, table, "noise", "rad")
+    if h <= 0 or duration <= 0 or rate <= 0:
+        raise InputError(f"{spec.path}: [simulation] h, duration and rate must be positive")
+    truth = truth_values(spec, rig.values, table)
+    n_steps = int(round(duration / h))
+    t_fine = np.arange(n_steps) * h
+    u = read_control(options.control, t_fine)
+    console.print(f"simulating {spec.name}: {n_steps} steps of {h:g} s ...")
+    _, _, angles = run_simulation(rig, truth, angles0, u, h)
+
+    stride = max(1, int(round(1.0 / (rate * h))))
+    t = np.arange(0, n_steps + 1, stride) * h
+    sampled = angles[::stride]
+    rng = np.random.default_rng(options.seed)
+    measured = sampled + rng.normal(0.0, noise, sampled.shape) if noise > 0 else sampled
+    u_out = np.concatenate([u, u[-1:]])[::stride]
+    stream = Stream(
+        t,
+        np.column_stack([measured, u_out]),
+        (*rig.channels, "u"),
+        ("rad",) * len(rig.channels) + ("V",),
+        np.zeros((len(t), len(rig.channels) + 1), dtype=bool),
+        {"simulated": spec.name},
+    )
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"encoder log": write_log_csv(out / "log.csv", stream)}
+    truth_doc = {
+        "rig": spec.name,
+        "h": h,
+        "duration": duration,
+        "noise_rad": noise,
+        "seed": options.seed,
+        "initial_angles_rad": list(angles0),
+        "parameters": truth,
+    }
+    written["truth"] = write_json_atomic(out / "truth.json", truth_doc)
+    written["plot"] = _plot(out / "plot.png", t, measured, u_out, rig.channels, spec.name)
+    return written
+
+
+def _plot(path: Path, t, angles, u, channels, title) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = len(channels) + (1 if np.any(u) else 0)
+    fig, axes = plt.subplots(rows, 1, figsize=(8, 2.2 * rows), sharex=True, squeeze=False)
+    for i, name in enumerate(channels):
+        axes[i, 0].plot(t, angles[:, i], lw=0.8)
+        axes[i, 0].set_ylabel(f"{name} (rad)")
+    if rows > len(channels):
+        axes[-1, 0].plot(t, u, lw=0.8, color="C1")
+        axes[-1, 0].set_ylabel("u (V)")
+    axes[-1, 0].set_xlabel("t (s)")
+    fig.suptitle(f"{title}: simulated encoder angles")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

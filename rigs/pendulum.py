@@ -1,0 +1,85 @@
+"""Pendulum rig (Marklund et al., Section 4.2): one body on a frictional hinge to the world.
+
+World frame: y up, the hinge axis is z through the origin, θ = 0 hangs straight down.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
+from dynamics.quaternion import axis_angle, rotate
+from rigs.hinged import HingedRig, sim_value, simulate_to_folder, simulation_table
+from rigs.spec import RigSpec
+
+GRAVITY = 9.82  # m/s², Section 4.2
+
+UNITS = {
+    "m": "kg",
+    "l": "m",
+    "J": "kg m^2",
+    "J_perp": "kg m^2",
+    "r": "m",
+    "eps_lin": "m/N",
+    "eps_rot": "rad/N m",
+    "tau": "s",
+    "b": "N m s/rad",
+    "mu": "1",
+}
+OPTIONAL = {"mu_delta": ("1", 0.0), "zeta": ("s^2/rad^2", 0.0)}
+
+
+def build(spec: RigSpec) -> HingedRig:
+    """The pendulum model of ``spec``; Stribeck friction (4.1) if mu_delta is in the spec."""
+    from rigs.hinged import spec_values
+
+    units = dict(UNITS)
+    stribeck = "mu_delta" in spec.fixed or "mu_delta" in spec.parameters
+    if stribeck:
+        units.update({k: u for k, (u, _) in OPTIONAL.items()})
+    values = spec_values(spec, units, nonnegative={"b", "mu", "mu_delta", "zeta"})
+    l = values["l"]
+    rest_r = jnp.array([[0.0, -l, 0.0]])
+    rest_e = jnp.array([[1.0, 0.0, 0.0, 0.0]])
+    hinge = hinge_at_rest(
+        WORLD, 0, (0, 0, 0), (0, 0, 1), rest_r, rest_e, dry=True, viscous=True, stribeck=stribeck
+    )
+    system = System(1, (hinge,))
+
+    def make_params(v: dict) -> Params:
+        hp = HingeParams(
+            eps_lin=v["eps_lin"],
+            eps_rot=v["eps_rot"],
+            tau=v["tau"],
+            b=v["b"],
+            mu=v["mu"],
+            r=v["r"],
+            mu_delta=v.get("mu_delta", 0.0),
+            zeta=v.get("zeta", 0.0),
+            K=0.0,
+            J_shaft=0.0,
+        )
+        J = jnp.stack([v["J_perp"], v["J_perp"], v["J"]])
+        return Params(jnp.stack([v["m"]]), J[None], jnp.array([0.0, -GRAVITY, 0.0]), (hp,))
+
+    def state_from_angles(angles):
+        e = axis_angle([0.0, 0.0, 1.0], angles[0])
+        return (rotate(e, rest_r[0])[None], e[None])
+
+    return HingedRig(system, values, make_params, state_from_angles, _channels(spec), units)
+
+
+def _channels(spec: RigSpec) -> tuple[str, ...]:
+    encoders = sorted(
+        (s.get("channel", 0), name)
+        for name, s in spec.sensors.items()
+        if s.get("kind") == "encoder"
+    )
+    return tuple(name for _, name in encoders) or ("theta",)
+
+
+def simulate(spec: RigSpec, options, console):
+    rig = build(spec)
+    table = simulation_table(spec)
+    theta0 = sim_value(spec, table, "theta0", "rad")
+    return simulate_to_folder(spec, rig, [theta0], options, console)
