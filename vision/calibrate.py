@@ -120,8 +120,23 @@ def calibrate_video(
             f"{len(found)} of {examined} examined frames (need 4); check --board counts INNER "
             "corners (squares minus one per side) and that the whole board is in view and sharp"
         )
-    # greedy coverage pick
-    bins = {k: _bins(c, pattern, info.size) for k, c in found.items()}
+    return calibrate_views(
+        found, pattern, square, model, info.size, max_frames, str(path), examined
+    )
+
+
+def calibrate_views(
+    found: dict[int, np.ndarray],
+    pattern: tuple[int, int],
+    square: float,
+    model: str,
+    size: tuple[int, int],
+    max_frames: int = 25,
+    source: str = "",
+    examined: int = 0,
+) -> CalibrationReport:
+    """Pick views for coverage, fit, reject outlier views, refit (pure: no I/O)."""
+    bins = {k: _bins(c, pattern, size) for k, c in found.items()}
     chosen: list[int] = []
     covered: set = set()
     while len(chosen) < min(max_frames, len(found)):
@@ -129,12 +144,12 @@ def calibrate_video(
         chosen.append(k)
         covered |= bins[k]
     obj = board_points(pattern, square)
-    camera, per = _fit(model, obj, {k: found[k] for k in chosen}, info.size)
+    camera, per = _fit(model, obj, {k: found[k] for k in chosen}, size)
     med = float(np.median(list(per.values())))
     rejected = {k: v for k, v in per.items() if v > max(3 * med, 0.5)}
     if rejected and len(per) - len(rejected) >= 4:
         keep = {k: found[k] for k in chosen if k not in rejected}
-        camera, per = _fit(model, obj, keep, info.size)
+        camera, per = _fit(model, obj, keep, size)
     else:
         rejected = {}
     rms = float(np.sqrt(np.mean([v**2 for v in per.values()])))
@@ -149,7 +164,7 @@ def calibrate_video(
             "frames_rejected": sorted(rejected),
             "board": f"{pattern[0]}x{pattern[1]}",
             "square_m": square,
-            "source": str(path),
+            "source": source,
         },
     )
     return CalibrationReport(camera, rms, per, rejected, len(found), examined)

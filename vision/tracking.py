@@ -169,9 +169,26 @@ class _State:
         ref_i = match_corners(norm, scene.reference)
         if len(set(ref_i.tolist())) < 4:
             raise TrackingError(
-                f"{path}: frame 0: could not tell the 4 reference circles apart; {where}"
+                f"{path}: frame 0: fewer than 4 reference circles found (one blob is the "
+                f"extreme in two corner directions); {where}"
             )
         pose = plane_pose(norm[ref_i], scene.reference)
+        # four extreme blobs always give an exact homography, so check that each has the
+        # image area a reference circle would have there: a missing corner circle makes
+        # some other blob (ground circle, body marker) a "corner" and fails this check
+        ang = np.linspace(0, 2 * np.pi, 64, endpoint=False)
+        rim = scene.reference_radius * np.column_stack([np.cos(ang), np.sin(ang), 0 * ang])
+        for n, i in enumerate(ref_i):
+            ring = camera.project(rim + [*scene.reference[n], 0.0], pose.rvec, pose.t)
+            expected = cv2.contourArea(ring.astype(np.float32))
+            ratio = blobs[i].area / max(expected, 1e-9)
+            if not 0.6 < ratio < 1.6:
+                raise TrackingError(
+                    f"{path}: frame 0: fewer than 4 reference circles found: the blob taken "
+                    f"for corner {n} at ({blobs[i].x:.0f}, {blobs[i].y:.0f}) px is "
+                    f"{ratio:.2f}x the size a {scene.reference_radius * 1000:.0f} mm "
+                    f"reference circle would have; {where}"
+                )
         world = pose.to_world(norm)
         used = set(ref_i.tolist())
         gnd_i = []
