@@ -54,18 +54,27 @@ def find_blobs(
     gray: np.ndarray, threshold: float, min_area: float = 20.0, offset=(0, 0)
 ) -> list[Blob]:
     """Dark connected regions (``gray < threshold``) of at least ``min_area`` px that fill
-    at least a third of their bounding box (circles and blurred circles do, lines don't)."""
-    mask = (gray < threshold).astype(np.uint8)
-    n, _, stats, cents = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    at least a third of their bounding box (circles and blurred circles do, lines don't).
+
+    Outer contours, not ``connectedComponentsWithStats``: the same regions (holes do not
+    matter for dark discs) at ~1/30 of the cost on small windows, which is what keeps
+    tracking close to decoding speed. Area is the pixel count of the region's polygon plus
+    half its perimeter (the contour runs through boundary pixel centres).
+    """
+    # THRESH_BINARY_INV keeps src <= thresh; gray < threshold on integers is this
+    _, mask = cv2.threshold(gray, float(np.ceil(threshold) - 1), 1, cv2.THRESH_BINARY_INV)
+    contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     out = []
-    for i in range(1, n):
-        x, y, w, h, area = stats[i]
-        if area < min_area or area < 0.33 * w * h:
+    for cnt in contours:
+        x, y, w, h = cv2.boundingRect(cnt)
+        m = cv2.moments(cnt)
+        area = m["m00"] + 0.5 * cv2.arcLength(cnt, True) + 1.0
+        if area < min_area or area < 0.33 * w * h or m["m00"] <= 0:
             continue
         out.append(
             Blob(
-                float(cents[i, 0] + offset[0]),
-                float(cents[i, 1] + offset[1]),
+                float(m["m10"] / m["m00"] + offset[0]),
+                float(m["m01"] / m["m00"] + offset[1]),
                 float(area),
                 (int(x + offset[0]), int(y + offset[1]), int(w), int(h)),
             )
@@ -73,10 +82,15 @@ def find_blobs(
     return out
 
 
-def weighted_centre(gray: np.ndarray, box: tuple[int, int, int, int]) -> Centre | None:
-    """Darkness-weighted centroid inside ``box`` grown by a margin; None if the window
-    leaves the image or has no contrast. The window's border gives background and noise."""
+def weighted_centre(
+    gray: np.ndarray, box: tuple[int, int, int, int], origin=(0, 0)
+) -> Centre | None:
+    """Darkness-weighted centroid inside ``box`` (px, image coordinates) grown by a margin;
+    None if the window leaves ``gray`` or has no contrast. ``gray`` may be a crop whose
+    top-left pixel is ``origin`` in the image. The window's border gives background and
+    noise."""
     x, y, w, h = box
+    x, y = x - origin[0], y - origin[1]
     m = max(3, int(0.25 * max(w, h)))
     x0, y0, x1, y1 = x - m, y - m, x + w + m, y + h + m
     H, W = gray.shape[:2]
@@ -94,18 +108,18 @@ def weighted_centre(gray: np.ndarray, box: tuple[int, int, int, int]) -> Centre 
     support = (win < 0.5 * (bg + win.min())).astype(np.uint8)
     support = cv2.dilate(support, _DILATE) > 0
     wgt = np.where(support, np.maximum(bg - win - 2.0 * noise, 0.0), 0.0)
-    total = wgt.sum()
+    mom = cv2.moments(wgt.astype(np.float32))
+    total = mom["m00"]
     if total <= 0:
         return None
-    ys, xs = np.mgrid[y0:y1, x0:x1]
-    cx = float((wgt * xs).sum() / total)
-    cy = float((wgt * ys).sum() / total)
+    cx, cy = mom["m10"] / total, mom["m01"] / total
     # var of a ratio of sums with i.i.d. pixel noise: sum((x_i - cx)^2) sigma^2 / total^2,
     # over the pixels that carry weight
-    live = wgt > 0
-    sx = np.sqrt(((xs[live] - cx) ** 2).sum()) * noise / total
-    sy = np.sqrt(((ys[live] - cy) ** 2).sum()) * noise / total
-    return Centre(cx, cy, float(np.hypot(sx, sy) / np.sqrt(2)), bg, noise)
+    live = cv2.moments((wgt > 0).astype(np.uint8), binaryImage=True)
+    sxx = live["m20"] - 2 * cx * live["m10"] + cx * cx * live["m00"]
+    syy = live["m02"] - 2 * cy * live["m01"] + cy * cy * live["m00"]
+    sigma = np.sqrt(max(sxx + syy, 0.0) / 2) * noise / total
+    return Centre(cx + x0 + origin[0], cy + y0 + origin[1], float(sigma), bg, noise)
 
 
 def disk_centroids(

@@ -113,12 +113,14 @@ def track_video(
     static: list[list] = []
     state: _State | None = None
     for k, t, img in frames(path):
-        gray = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY) if img.ndim == 3 else img
+        gray = None
+        if state is None or k < static_frames or state.markers is None:
+            gray = _gray(img)
         if state is None:
             state = _State.first_frame(path, gray, camera, scene)
         if k < static_frames:
             static.append([weighted_centre(gray, b.box) for b in state.static_blobs])
-        centres = state.step(gray)
+        centres = state.step(img, gray)
         times.append(t)
         idx.append(k)
         raw.append([(c.x, c.y) if c else (np.nan, np.nan) for c in centres])
@@ -208,15 +210,18 @@ class _State:
         return cls(path, camera, scene, static_blobs, thr, pose, ref_i, gnd_i)
 
     # --- body markers ---------------------------------------------------------------------
-    def _candidates(self, gray, thr, x0=0, y0=0, x1=None, y1=None) -> list[Blob]:
+    def _candidates(self, gray, thr, x0=0, y0=0, x1=None, y1=None, origin=(0, 0)) -> list[Blob]:
+        """Plausible marker blobs inside the image box x0..x1, y0..y1 (px); ``gray`` is a
+        crop whose top-left pixel is ``origin``."""
         H, W = gray.shape
-        x0, y0 = max(0, int(x0)), max(0, int(y0))
-        x1 = W if x1 is None else min(W, int(x1))
-        y1 = H if y1 is None else min(H, int(y1))
+        ox, oy = origin
+        x0, y0 = max(0, int(x0) - ox), max(0, int(y0) - oy)
+        x1 = W if x1 is None else min(W, int(x1) - ox)
+        y1 = H if y1 is None else min(H, int(y1) - oy)
         if x1 - x0 < 3 or y1 - y0 < 3:
             return []
         area = np.pi * self.r_px**2
-        blobs = find_blobs(gray[y0:y1, x0:x1], thr, min_area=0.2 * area, offset=(x0, y0))
+        blobs = find_blobs(gray[y0:y1, x0:x1], thr, min_area=0.2 * area, offset=(x0 + ox, y0 + oy))
         keep = []
         for b in blobs:
             if b.area > 8 * area:
@@ -249,9 +254,12 @@ class _State:
             i, j = j, i
         return [blobs[i], blobs[j]]
 
-    def step(self, gray: np.ndarray) -> list:
+    def step(self, img: np.ndarray, gray: np.ndarray | None = None) -> list:
+        """Centres (or None) of the two body markers in this frame; ``gray`` is the whole
+        frame in grey when the caller has it (only the search windows are converted)."""
         self.frame += 1
         if self.markers is None:
+            gray = _gray(img) if gray is None else gray
             found = self._acquire(gray)
             if found is None:
                 return [None, None]
@@ -265,7 +273,7 @@ class _State:
             # closer to the background than the midpoint: a blurred marker never reaches ink
             self.body_thr = bg - 0.3 * (bg - ink)
             return cs
-        preds, gates, cands = [], [], []
+        preds, gates, boxes = [], [], []
         for m in self.markers:
             pred = m.pos + m.vel * (1 + m.lost)
             speed = float(np.linalg.norm(m.vel))
@@ -273,16 +281,18 @@ class _State:
             half = gate + 2.0 * self.r_px + speed
             preds.append(pred)
             gates.append(gate)
-            cands.append(
-                self._candidates(
-                    gray,
-                    self.body_thr,
-                    pred[0] - half,
-                    pred[1] - half,
-                    pred[0] + half,
-                    pred[1] + half,
-                )
-            )
+            boxes.append((pred[0] - half, pred[1] - half, pred[0] + half, pred[1] + half))
+        # convert only the union of the search windows (+ room for the centroid's margin)
+        H, W = img.shape[:2]
+        b = np.array(boxes)
+        pad = 4 * self.r_px
+        x0 = int(np.clip(b[:, 0].min() - pad, 0, W))
+        y0 = int(np.clip(b[:, 1].min() - pad, 0, H))
+        x1 = int(np.clip(b[:, 2].max() + pad, 0, W))
+        y1 = int(np.clip(b[:, 3].max() + pad, 0, H))
+        crop = gray[y0:y1, x0:x1] if gray is not None else _gray(img[y0:y1, x0:x1])
+        origin = (x0, y0)
+        cands = [self._candidates(crop, self.body_thr, *box, origin=origin) for box in boxes]
         # joint assignment: each marker one of its candidates or none, no blob twice
         options = [[None] + list(range(len(c))) for c in cands]
         best, best_cost = (None, None), np.inf
@@ -306,7 +316,7 @@ class _State:
         out = []
         for i, j in enumerate(best):
             m = self.markers[i]
-            c = weighted_centre(gray, cands[i][j].box) if j is not None else None
+            c = weighted_centre(crop, cands[i][j].box, origin) if j is not None else None
             if c is None:
                 m.lost += 1
                 out.append(None)
@@ -317,6 +327,10 @@ class _State:
             m.pos, m.lost = new, 0
             out.append(c)
         return out
+
+
+def _gray(img: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY) if img.ndim == 3 else img
 
 
 def _with_floor(c: Centre, box) -> Centre:

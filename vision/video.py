@@ -12,6 +12,8 @@ stores 1 ms timestamps). ``avc1``/H.264 is not available for writing in this bui
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,14 +57,28 @@ def open_video(path: str | Path) -> tuple[cv2.VideoCapture, VideoInfo]:
     return cap, info
 
 
-def frames(path: str | Path, gray: bool = False) -> Iterator[tuple[int, float, np.ndarray]]:
+def frames(
+    path: str | Path, gray: bool = False, prefetch: int = 16
+) -> Iterator[tuple[int, float, np.ndarray]]:
     """Yield ``(index, t, image)`` for each frame: ``t`` is the presentation time (s).
 
-    Timestamps that go backwards or repeat (broken containers) fall back to the previous
-    time plus one nominal frame period, and the first frame must decode or a VideoError
-    names the file.
+    Decoding runs in a background thread ``prefetch`` frames ahead (OpenCV releases the GIL
+    while decoding), so per-frame work of the consumer overlaps decoding; ``prefetch=0``
+    decodes in the calling thread. Timestamps that go backwards or repeat (broken
+    containers) fall back to the previous time plus one nominal frame period, and the first
+    frame must decode or a VideoError names the file.
     """
     cap, info = open_video(path)
+    source = _decode(cap, info)
+    if prefetch > 0:
+        source = _prefetched(source, prefetch)
+    for index, t, img in source:
+        if gray and img.ndim == 3:
+            img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+        yield index, t, img
+
+
+def _decode(cap: cv2.VideoCapture, info: VideoInfo) -> Iterator[tuple[int, float, np.ndarray]]:
     period = 1.0 / info.fps if info.fps > 0 else 0.0
     index, last = 0, -np.inf
     try:
@@ -79,12 +95,50 @@ def frames(path: str | Path, gray: bool = False) -> Iterator[tuple[int, float, n
             if not np.isfinite(t) or t <= last:
                 t = last + period if np.isfinite(last) else 0.0
             last = t
-            if gray and img.ndim == 3:
-                img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
             yield index, t, img
             index += 1
     finally:
         cap.release()
+
+
+_END = object()
+
+
+def _prefetched(source: Iterator, depth: int) -> Iterator:
+    """Run ``source`` in a daemon thread, handing items (and its exception) over a queue."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in source:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            q.put(_END)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(exc)
+        finally:
+            source.close()
+
+    thread = threading.Thread(target=work, name="video-decode", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 class VideoWriter:

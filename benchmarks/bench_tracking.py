@@ -1,0 +1,71 @@
+"""Tracking throughput vs decode-only throughput on the same 1280x720 240 fps video.
+
+Decode-only is OpenCV's ``VideoCapture.read`` loop, the floor any tracker built on OpenCV
+pays; the target is tracking >= 0.7x decode-only. Each number is the median of ``--runs``
+runs; the video (a rendered full drop, MJPG .avi and mp4v .mp4) is made once in a temp dir.
+
+    python benchmarks/bench_tracking.py [--frames 240] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+
+from vision.camera import action_camera
+from vision.render import DropRenderer, RenderOptions, default_view, drop_trajectory, render_drop
+from vision.scene import default_scene
+from vision.tracking import track_video
+
+
+def decode_only(path: Path) -> float:
+    cap = cv2.VideoCapture(str(path))
+    n, start = 0, time.perf_counter()
+    while True:
+        ok, _ = cap.read()
+        if not ok:
+            break
+        n += 1
+    cap.release()
+    return n / (time.perf_counter() - start)
+
+
+def tracking(path: Path, camera, scene) -> float:
+    start = time.perf_counter()
+    result = track_video(path, camera, scene)
+    return len(result.t) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=240)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    camera, scene = action_camera(), default_scene()
+    view = default_view(camera, scene)
+    traj = drop_trajectory(scene, duration=args.frames / 240 + 0.01, v0=(0, 0, 2.0))
+    renderer = DropRenderer(view, scene)
+    with tempfile.TemporaryDirectory() as tmp:
+        for suffix in (".avi", ".mp4"):
+            path = Path(tmp) / f"drop{suffix}"
+            opts = RenderOptions(exposure=1 / 960, seed=0)
+            render_drop(path, view, scene, traj, args.frames, opts, renderer)
+            dec, trk = [], []
+            for _ in range(args.runs):  # interleaved so that machine load hits both alike
+                dec.append(decode_only(path))
+                trk.append(tracking(path, camera, scene))
+            d, t = statistics.median(dec), statistics.median(trk)
+            codec = "MJPG" if suffix == ".avi" else "mp4v"
+            print(
+                f"{codec:5s} 1280x720 {args.frames} frames: tracking {t:7.1f} frames/s, "
+                f"decode-only {d:7.1f} frames/s, ratio {t / d:.2f} (median of {args.runs})"
+            )
+
+
+if __name__ == "__main__":
+    main()
