@@ -64,19 +64,25 @@ class IpoptSettings:
     """Settings of the identification NLP (see the module docstring for the weighting rule).
 
     ``h_max`` (s): largest fine step (eq. 25); ``sigma_pos`` (m), ``sigma_theta`` (rad):
-    measurement noise for W_chi; ``rho``: dimensionless l1 penalty weight of Gamma.
+    measurement noise for W_chi; ``rho``: dimensionless l1 penalty weight of Gamma;
+    ``mu_pull``: a linear pull on mu (in chi-square units per unit of mu) that picks the
+    smallest mu consistent with the data when the object never slides (then mu only has a
+    lower bound, Section 6.1 / Figure 19); it is negligible next to the fit evidence where
+    the object slides.
     """
 
     h_max: float = 1e-3
     sigma_pos: float = 1e-3
     sigma_theta: float = 1e-3
     rho: float = 10.0
+    mu_pull: float = 10.0
     j_over_m_initial: float = 4e-4
     j_over_m_bounds: tuple[float, float] = (1e-6, 1e-1)
     mu_initial: float = 0.5
     mu_bounds: tuple[float, float] = (0.0, 2.0)
     max_iter: int = 500
     tol: float = 1e-8
+    obj_change_tol: float = 1e-4
     min_frames: int = 8
     structure: str = "stepwise"
     print_level: int = 0
@@ -324,7 +330,7 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
     lbg = np.concatenate([np.zeros(n_eq), np.zeros(n_in)])
     ubg = np.concatenate([np.zeros(n_eq), inf * np.ones(n_in)])
 
-    f = 0.5 * f_fit + f_gamma
+    f = 0.5 * f_fit + f_gamma + s.mu_pull * mu
     nlp = {"x": x, "f": f, "g": g_all}
     opts = {
         "print_time": False,
@@ -340,7 +346,7 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
             "acceptable_constr_viol_tol": 1e-7,
             "acceptable_dual_inf_tol": 1e10,
             "acceptable_compl_inf_tol": 1e-2,
-            "acceptable_obj_change_tol": 1e-4,
+            "acceptable_obj_change_tol": s.obj_change_tol,
             "acceptable_iter": 8,
             "mu_strategy": "adaptive",
             "bound_push": 1e-6,

@@ -89,6 +89,7 @@ def ipopt_settings(spec: RigSpec) -> IpoptSettings:
         sigma_pos=spec.method_value("sigma_pos", "m", 1e-3),
         sigma_theta=spec.method_value("sigma_theta", "rad", 1e-3),
         rho=float(spec.method.get("rho", 10.0)),
+        mu_pull=float(spec.method.get("mu_pull", 10.0)),
         max_iter=int(spec.method.get("max_iter", 500)),
         **kwargs,
     )
@@ -310,6 +311,7 @@ def build_estimate(spec, fit, ident, ellipse, settings, path, skipped) -> Estima
             "sigma_pos": settings.sigma_pos,
             "sigma_theta": settings.sigma_theta,
             "rho": settings.rho,
+            "mu_pull": settings.mu_pull,
             "mass_fixed": m,
             "frames": n_frames,
             "frames_skipped_missing": skipped,

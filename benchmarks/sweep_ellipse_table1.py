@@ -1,0 +1,119 @@
+"""Table 1 of Gabiccini & Fusco (Section 6.1) for our IPOPT estimator.
+
+For mu = 0.1 ... 0.9 and 30, 60, 120, 200, 240 fps: simulate the Section 6.1 throw (IRC,
+eps = 0.2, 1 mm / 1 mrad noise, 1 s) with ``physid simulate``'s code path, identify with
+``physid identify``'s code path (same spec, same weights for every cell: no per-cell tuning),
+and print the percentage error of J/m (truth 756 mm^2) and the identified mu.
+
+    python benchmarks/sweep_ellipse_table1.py [--mu 0.1,0.5] [--fps 120,240] [--seed 0]
+
+Takes several minutes (one IPOPT solve of ~1000 fine steps per cell).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+# One BLAS/OpenMP thread: the machine is shared and IPOPT's MUMPS gains nothing from more.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from rich.console import Console  # noqa: E402
+
+from rigs.ellipse_drop import NotIdentifiableInput, identify, simulate  # noqa: E402
+from rigs.kinds import SimulateOptions  # noqa: E402
+from rigs.spec import load_spec, with_overrides  # noqa: E402
+
+MUS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+FPS = [30, 60, 120, 200, 240]
+TRUTH = 756e-6
+
+
+def run_cell(mu: float, fps: int, seed: int, work: Path) -> dict:
+    spec = with_overrides(load_spec("ellipse_drop"), {"mu": str(mu), "fps": str(fps)})
+    quiet = Console(quiet=True)
+    sim_dir = work / f"mu{mu}_fps{fps}"
+    simulate(spec, SimulateOptions(sim_dir, seed=seed), quiet)
+    t0 = time.perf_counter()
+    try:
+        est = identify(load_spec("ellipse_drop"), [sim_dir / "poses.csv"], sim_dir / "id", quiet)
+    except NotIdentifiableInput as exc:
+        return {"mu": mu, "fps": fps, "error": str(exc)}
+    wall = time.perf_counter() - t0
+    jm = est.parameters["J_over_m"].value
+    return {
+        "mu": mu,
+        "fps": fps,
+        "j_over_m": jm,
+        "err_pct": 100 * (jm / TRUTH - 1),
+        "mu_hat": est.parameters["mu"].value,
+        "mu_sliding": est.parameters["mu"].identifiable,
+        "iterations": est.iterations,
+        "status": est.settings["ipopt_status"],
+        "wall_s": wall,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mu", default=",".join(map(str, MUS)))
+    ap.add_argument("--fps", default=",".join(map(str, FPS)))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, help="also write the cells as JSON here")
+    args = ap.parse_args()
+    mus = [float(x) for x in args.mu.split(",")]
+    fpss = [int(x) for x in args.fps.split(",")]
+    cells = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mu in mus:
+            for fps in fpss:
+                cell = run_cell(mu, fps, args.seed, Path(tmp))
+                cells[mu, fps] = cell
+                if "error" in cell:
+                    print(f"mu={mu} fps={fps}: not identifiable: {cell['error']}", flush=True)
+                else:
+                    print(
+                        f"mu={mu} fps={fps}: J/m {cell['j_over_m'] * 1e6:7.1f} mm^2 "
+                        f"({cell['err_pct']:+.1f} %), mu {cell['mu_hat']:.3f}"
+                        f"{'' if cell['mu_sliding'] else ' (no slip: lower bound)'}, "
+                        f"{cell['iterations']} it, {cell['wall_s']:.1f} s, {cell['status']}",
+                        flush=True,
+                    )
+    print()
+    print("J/m error (%), truth 756 mm^2, eps = 0.2, 1 mm noise")
+    print("| mu | " + " | ".join(f"{f} fps" for f in fpss) + " |")
+    print("|---|" + "---|" * len(fpss))
+    for mu in mus:
+        row = [cells[mu, f] for f in fpss]
+        print(
+            f"| {mu} | "
+            + " | ".join("//" if "error" in c else f"{c['err_pct']:+.1f}" for c in row)
+            + " |"
+        )
+    print()
+    print("identified mu (* = object slides, mu identified; otherwise no-slip lower bound)")
+    print("| mu | " + " | ".join(f"{f} fps" for f in fpss) + " |")
+    print("|---|" + "---|" * len(fpss))
+    for mu in mus:
+        row = [cells[mu, f] for f in fpss]
+        print(
+            f"| {mu} | "
+            + " | ".join(
+                "//" if "error" in c else f"{c['mu_hat']:.2f}{'*' if c['mu_sliding'] else ''}"
+                for c in row
+            )
+            + " |"
+        )
+    walls = [c["wall_s"] for c in cells.values() if "wall_s" in c]
+    if walls:
+        print(f"\nwall time per identification: median {sorted(walls)[len(walls) // 2]:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps([c for c in cells.values()], indent=1))
+
+
+if __name__ == "__main__":
+    main()
