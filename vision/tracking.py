@@ -11,6 +11,7 @@ gate of its own prediction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import product
@@ -100,6 +101,7 @@ def track_video(
     scene: Scene,
     progress: Callable[[int], None] | None = None,
     static_frames: int = 10,
+    prefetch: int = 16,
 ) -> TrackResult:
     """Track the rig in ``path`` (see module docstring)."""
     path = Path(path)
@@ -112,7 +114,7 @@ def track_video(
     times, idx, raw, sig = [], [], [], []
     static: list[list] = []
     state: _State | None = None
-    for k, t, img in frames(path):
+    for k, t, img in frames(path, prefetch=prefetch):
         gray = None
         if state is None or k < static_frames or state.markers is None:
             gray = _gray(img)
@@ -151,7 +153,7 @@ class _State:
             pose.t,
         )
         self.r_px = float(np.linalg.norm(p[1] - p[0]))
-        self.static_px = np.array([[b.x, b.y] for b in static_blobs])
+        self.static_list = [(b.x, b.y) for b in static_blobs]
 
     @classmethod
     def first_frame(cls, path, gray, camera: Camera, scene: Scene) -> _State:
@@ -226,10 +228,8 @@ class _State:
         for b in blobs:
             if b.area > 8 * area:
                 continue
-            if (
-                len(self.static_px)
-                and np.min(np.linalg.norm(self.static_px - [b.x, b.y], axis=1)) < 1.5 * self.r_px
-            ):
+            near = 1.5 * self.r_px
+            if any(math.hypot(b.x - sx, b.y - sy) < near for sx, sy in self.static_list):
                 continue
             keep.append(b)
         return keep
