@@ -73,20 +73,36 @@ def detect_board(gray: np.ndarray, pattern: tuple[int, int]) -> np.ndarray | Non
     return refined.reshape(-1, 2).astype(np.float64)
 
 
-def _bins(corners: np.ndarray, pattern: tuple[int, int], size: tuple[int, int]) -> set:
-    cols, rows = pattern
-    g = corners.reshape(rows, cols, 2)
-    c = g.reshape(-1, 2).mean(axis=0)
+def _bins(obj: np.ndarray, corners: np.ndarray, size: tuple[int, int]) -> set:
+    """Coverage bins of one view: board-centre cell (4 x 3), tilt class (3 x 3) and the
+    8 x 6 image cells its corners touch."""
+    c = corners.mean(axis=0)
     cell = (min(3, int(4 * c[0] / size[0])), min(2, int(3 * c[1] / size[1])))
-    left = np.linalg.norm(g[-1, 0] - g[0, 0])
-    right = np.linalg.norm(g[-1, -1] - g[0, -1])
-    top = np.linalg.norm(g[0, -1] - g[0, 0])
-    bottom = np.linalg.norm(g[-1, -1] - g[-1, 0])
-    tx, ty = np.log(right / left), np.log(bottom / top)
-    tilt = (int(np.sign(tx) * (abs(tx) > 0.08)), int(np.sign(ty) * (abs(ty) > 0.08)))
-    # corners spread over a 8 x 6 grid of the image also count, for distortion coverage
+    # tilt from the homography's perspective row: its terms scaled by the board extent say
+    # how much the board shrinks across it (0 = seen square-on)
+    H, _ = cv2.findHomography(obj[:, :2], corners, 0)
+    extent = np.ptp(obj[:, :2], axis=0)
+    g = H[2, :2] / H[2, 2] * extent if H is not None else np.zeros(2)
+    tilt = tuple(int(np.sign(v) * (abs(v) > 0.08)) for v in g)
     spread = {(int(8 * x / size[0]), int(6 * y / size[1])) for x, y in corners}
     return {("pose", cell, tilt)} | {("px", s) for s in spread}
+
+
+def detect_charuco(gray: np.ndarray, det) -> tuple[np.ndarray, np.ndarray] | None:
+    """ChArUco corners: (object points [n, 3] m, image points [n, 2] px), n >= 6, or None."""
+    corners, ids, _, _ = det.detectBoard(gray)
+    if ids is None or len(ids) < 6:
+        return None
+    obj = det.getBoard().getChessboardCorners()[ids.ravel()]
+    return obj.astype(np.float64), corners.reshape(-1, 2).astype(np.float64)
+
+
+def charuco_detector(squares: tuple[int, int], square: float, marker: float, dictionary: str):
+    """A ``cv2.aruco.CharucoDetector`` for a board of ``squares`` (cols, rows) squares."""
+    if not hasattr(cv2.aruco, dictionary):
+        raise InputError(f"--charuco {dictionary!r}: not a cv2.aruco dictionary (DICT_4X4_50)")
+    d = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dictionary))
+    return cv2.aruco.CharucoDetector(cv2.aruco.CharucoBoard(squares, square, marker, d))
 
 
 def calibrate_video(
@@ -97,28 +113,40 @@ def calibrate_video(
     max_frames: int = 25,
     max_examined: int = 150,
     progress: Callable[[int, int], None] | None = None,
+    charuco: str | None = None,
+    marker: float | None = None,
 ) -> CalibrationReport:
-    """Calibrate from a board video; see the module docstring."""
+    """Calibrate from a board video; see the module docstring. ``pattern`` counts inner
+    corners of a checkerboard, or squares of a ChArUco board when ``charuco`` names its
+    dictionary (``marker``: marker side, m)."""
     path = Path(path)
     _, info = open_video(path)
     total = info.frames if info.frames > 0 else max_examined
     stride = max(1, total // max_examined)
-    found: dict[int, np.ndarray] = {}
+    found: dict = {}
     examined = 0
+    det = None
+    if charuco is not None:
+        det = charuco_detector(pattern, square, marker or 0.75 * square, charuco)
     for k, _, img in frames(path, gray=True):
         if progress is not None:
             progress(k + 1, total)
         if k % stride:
             continue
         examined += 1
-        corners = detect_board(img, pattern)
-        if corners is not None:
-            found[k] = corners
+        view = detect_board(img, pattern) if det is None else detect_charuco(img, det)
+        if view is not None:
+            found[k] = view
     if len(found) < 4:
+        what = (
+            "--board counts INNER corners (squares minus one per side)"
+            if det is None
+            else "--board counts SQUARES and --charuco/--marker match the printed board"
+        )
         raise BoardError(
             f"{path}: frames 0-{total - 1}: the {pattern[0]}x{pattern[1]} board was found in "
-            f"{len(found)} of {examined} examined frames (need 4); check --board counts INNER "
-            "corners (squares minus one per side) and that the whole board is in view and sharp"
+            f"{len(found)} of {examined} examined frames (need 4); check {what} and that "
+            "the board is in view and sharp"
         )
     return calibrate_views(
         found, pattern, square, model, info.size, max_frames, str(path), examined
@@ -126,7 +154,7 @@ def calibrate_video(
 
 
 def calibrate_views(
-    found: dict[int, np.ndarray],
+    found: dict,
     pattern: tuple[int, int],
     square: float,
     model: str,
@@ -135,21 +163,25 @@ def calibrate_views(
     source: str = "",
     examined: int = 0,
 ) -> CalibrationReport:
-    """Pick views for coverage, fit, reject outlier views, refit (pure: no I/O)."""
-    bins = {k: _bins(c, pattern, size) for k, c in found.items()}
+    """Pick views for coverage, fit, reject outlier views, refit (pure: no I/O).
+
+    ``found`` maps frame index to the corners [N, 2] of a full checkerboard view, or to
+    (object points [n, 3], image points [n, 2]) of a partial (ChArUco) view."""
+    full = board_points(pattern, square)
+    found = {k: v if isinstance(v, tuple) else (full, v) for k, v in found.items()}
+    bins = {k: _bins(o, c, size) for k, (o, c) in found.items()}
     chosen: list[int] = []
     covered: set = set()
     while len(chosen) < min(max_frames, len(found)):
         k = max((k for k in found if k not in chosen), key=lambda k: len(bins[k] - covered))
         chosen.append(k)
         covered |= bins[k]
-    obj = board_points(pattern, square)
-    camera, per = _fit(model, obj, {k: found[k] for k in chosen}, size)
+    camera, per = _fit(model, {k: found[k] for k in chosen}, size)
     med = float(np.median(list(per.values())))
     rejected = {k: v for k, v in per.items() if v > max(3 * med, 0.5)}
     if rejected and len(per) - len(rejected) >= 4:
         keep = {k: found[k] for k in chosen if k not in rejected}
-        camera, per = _fit(model, obj, keep, size)
+        camera, per = _fit(model, keep, size)
     else:
         rejected = {}
     rms = float(np.sqrt(np.mean([v**2 for v in per.values()])))
@@ -170,29 +202,37 @@ def calibrate_views(
     return CalibrationReport(camera, rms, per, rejected, len(found), examined)
 
 
-def _fit(model: str, obj: np.ndarray, views: dict[int, np.ndarray], size) -> tuple[Camera, dict]:
+def _fit(model: str, views: dict[int, tuple], size) -> tuple[Camera, dict]:
     keys = sorted(views)
-    img_pts = [views[k].reshape(-1, 1, 2) for k in keys]
+    objs = [views[k][0].astype(np.float64) for k in keys]
+    imgs = [views[k][1].astype(np.float64) for k in keys]
     if model == "fisheye":
         # OpenCV 5's fisheye.calibrate wants (1, N, 3) / (1, N, 2) float64 per view
-        objs = [obj.reshape(1, -1, 3).astype(np.float64) for _ in keys]
-        fish_pts = [p.reshape(1, -1, 2) for p in img_pts]
         flags = cv2.CALIB_RECOMPUTE_EXTRINSIC | cv2.CALIB_FIX_SKEW
         crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 200, 1e-12)
         _, K, D, rvecs, tvecs = cv2.fisheye.calibrate(
-            objs, fish_pts, size, None, None, flags=flags, criteria=crit
+            [o.reshape(1, -1, 3) for o in objs],
+            [p.reshape(1, -1, 2) for p in imgs],
+            size,
+            None,
+            None,
+            flags=flags,
+            criteria=crit,
         )
         camera = Camera("fisheye", K, D.ravel(), size)
     elif model == "pinhole":
-        objs = [obj.astype(np.float32) for _ in keys]
         _, K, D, rvecs, tvecs = cv2.calibrateCamera(
-            objs, [p.astype(np.float32) for p in img_pts], size, None, None
+            [o.astype(np.float32) for o in objs],
+            [p.astype(np.float32) for p in imgs],
+            size,
+            None,
+            None,
         )
         camera = Camera("pinhole", K, D.ravel()[:5], size)
     else:
         raise InputError(f"--model {model!r}: expected fisheye or pinhole")
     per = {}
-    for k, p, r, t in zip(keys, img_pts, rvecs, tvecs, strict=True):
-        proj = camera.project(obj, r, t)
-        per[k] = float(np.sqrt(np.mean(np.sum((proj - p.reshape(-1, 2)) ** 2, axis=1))))
+    for k, o, p, r, t in zip(keys, objs, imgs, rvecs, tvecs, strict=True):
+        proj = camera.project(o, r, t)
+        per[k] = float(np.sqrt(np.mean(np.sum((proj - p) ** 2, axis=1))))
     return camera, per

@@ -25,13 +25,19 @@ def _progress() -> Progress:
 
 def calibrate(
     video: Annotated[Path, typer.Argument(help="Checkerboard video")],
-    board: Annotated[str, typer.Option(help="Inner corners COLSxROWS, e.g. 9x6")],
+    board: Annotated[
+        str, typer.Option(help="Checkerboard inner corners COLSxROWS (9x6); ChArUco: squares")
+    ],
     square: Annotated[float, typer.Option(help="Square size (m)")],
     out: Annotated[Path, typer.Option(help="Camera JSON to write")],
     model: Annotated[str, typer.Option(help="fisheye or pinhole")] = "fisheye",
     max_frames: Annotated[int, typer.Option(help="Frames used in the fit")] = 25,
+    charuco: Annotated[
+        str | None, typer.Option(help="ChArUco board: its dictionary, e.g. DICT_4X4_50")
+    ] = None,
+    marker: Annotated[float | None, typer.Option(help="ChArUco marker side (m)")] = None,
 ) -> None:
-    """Calibrate a camera from a checkerboard video; writes K, D, size as JSON."""
+    """Calibrate a camera from a checkerboard (or ChArUco) video; writes K, D, size as JSON."""
     import time
 
     from vision.calibrate import calibrate_video, parse_board
@@ -44,7 +50,16 @@ def calibrate(
         def tick(k: int, total: int) -> None:
             bar.update(task, completed=k, total=total, fps=k / (time.perf_counter() - start))
 
-        report = calibrate_video(video, pattern, square, model, max_frames, progress=tick)
+        report = calibrate_video(
+            video,
+            pattern,
+            square,
+            model,
+            max_frames,
+            progress=tick,
+            charuco=charuco,
+            marker=marker,
+        )
     for k, v in sorted(report.frame_rms.items()):
         console.print(f"frame {k:5d}: reprojection RMS {v:.3f} px")
     for k, v in sorted(report.rejected.items()):
@@ -107,7 +122,7 @@ def track(
 
 def render(
     out: Annotated[Path, typer.Argument(help="Video to write (.avi MJPG, .mp4, .mkv)")],
-    kind: Annotated[str, typer.Option(help="drop or checkerboard")] = "drop",
+    kind: Annotated[str, typer.Option(help="drop, checkerboard (9x6, 20 mm) or charuco")] = "drop",
     frames: Annotated[int, typer.Option(help="Number of frames")] = 120,
     exposure: Annotated[float, typer.Option(help="Exposure (s), 0 = no motion blur")] = 0.0,
     model: Annotated[str, typer.Option(help="fisheye or pinhole camera")] = "fisheye",
@@ -129,6 +144,11 @@ def render(
     camera = action_camera() if model == "fisheye" else pinhole_camera()
     if kind == "checkerboard":
         render_checkerboard_video(out, camera, (9, 6), 0.02, frames, seed=seed)
+    elif kind == "charuco":
+        from vision.render import render_charuco_video
+
+        # 10x7 squares of 20 mm, 15 mm DICT_4X4_50 markers
+        render_charuco_video(out, camera, (10, 7), 0.02, 0.015, n_frames=frames, seed=seed)
     else:
         scene = scene_from_spec(load_spec(rig.replace("-", "_")))
         view = default_view(camera, scene, 0.19 if model == "fisheye" else 0.45)
