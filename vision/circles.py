@@ -96,30 +96,32 @@ def weighted_centre(
     H, W = gray.shape[:2]
     if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
         return None
-    win = gray[y0:y1, x0:x1].astype(np.float64)
+    raw = gray[y0:y1, x0:x1]
     border = np.concatenate(
-        [win[:2].ravel(), win[-2:].ravel(), win[:, :2].ravel(), win[:, -2:].ravel()]
+        [raw[:2].ravel(), raw[-2:].ravel(), raw[:, :2].ravel(), raw[:, -2:].ravel()]
     )
     # median and MAD from one partial sort each (np.median's overhead matters at 4 calls
     # per frame)
     half = border.size // 2
     bg = float(np.partition(border, half)[half])
-    dev = np.abs(border - bg)
+    dev = np.abs(border.astype(np.float32) - bg)
     noise = max(0.5, 1.4826 * float(np.partition(dev, half)[half]))
     # support: the marker's half-darkness region grown by 3 px, so that other dark things
     # in the window (a bar, a neighbouring edge) get no weight; the cut is symmetric, so it
     # does not bias the centroid of a symmetric (or symmetrically blurred) disk
-    support = (win < 0.5 * (bg + win.min())).astype(np.uint8)
-    support = cv2.dilate(support, _DILATE) > 0
-    wgt = np.where(support, np.maximum(bg - win - 2.0 * noise, 0.0), 0.0)
-    mom = cv2.moments(wgt.astype(np.float32))
+    cut = 0.5 * (bg + float(raw.min()))
+    _, support = cv2.threshold(raw, float(np.ceil(cut) - 1), 1, cv2.THRESH_BINARY_INV)
+    support = cv2.dilate(support, _DILATE)
+    wgt = np.maximum(np.float32(bg - 2.0 * noise) - raw.astype(np.float32), np.float32(0))
+    wgt *= support
+    mom = cv2.moments(wgt)
     total = mom["m00"]
     if total <= 0:
         return None
     cx, cy = mom["m10"] / total, mom["m01"] / total
     # var of a ratio of sums with i.i.d. pixel noise: sum((x_i - cx)^2) sigma^2 / total^2,
     # over the pixels that carry weight
-    live = cv2.moments((wgt > 0).astype(np.uint8), binaryImage=True)
+    live = cv2.moments(wgt, binaryImage=True)
     sxx = live["m20"] - 2 * cx * live["m10"] + cx * cx * live["m00"]
     syy = live["m02"] - 2 * cy * live["m01"] + cy * cy * live["m00"]
     sigma = np.sqrt(max(sxx + syy, 0.0) / 2) * noise / total
