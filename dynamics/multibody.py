@@ -59,6 +59,8 @@ class HingeParams(NamedTuple):
     eps_lin (m/N), eps_rot (rad/(N m)): compliances; tau (s): damping time (2.9);
     b (N m s/rad): viscous coefficient (F.2); mu: dry coefficient of the rotational rows and
     r (m): internal distance that turns it into the translational rows' coefficient r·mu (F.4);
+    eps_fric (rad/(N m s)): velocity-level compliance of the friction rows, so that Σ_t =
+    eps_fric/h and a sticking hinge creeps at eps_fric × (held torque);
     mu_delta, zeta (s²/rad²): Stribeck excess and transition (4.1); K (N m/V), J_shaft (kg m²):
     motor gain and shaft inertia (F.3).
     """
@@ -69,6 +71,7 @@ class HingeParams(NamedTuple):
     b: jnp.ndarray
     mu: jnp.ndarray
     r: jnp.ndarray
+    eps_fric: jnp.ndarray
     mu_delta: jnp.ndarray
     zeta: jnp.ndarray
     K: jnp.ndarray

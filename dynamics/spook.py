@@ -58,7 +58,9 @@ def _hinge_rows(system: System, hinge: Hinge, hp: HingeParams, q, v, u, h) -> Hi
     omega = Gbar @ v.reshape(-1)
     mu = hp.mu + (hp.mu_delta * jnp.exp(-hp.zeta * omega**2) if hinge.stribeck else 0.0)  # (4.1)
     U = jnp.concatenate([jnp.full(3, hp.r * mu), jnp.full(2, mu)])
-    sigma_t = 4.0 / h**2 * hp.eps_rot * gamma
+    # The friction rows are velocity constraints: Σ_t = eps_fric/h makes a held hinge creep at
+    # eps_fric × torque (the SPOOK holonomic Σ would let it creep at 4εγ/h × torque, mrad/s).
+    sigma_t = hp.eps_fric / h
     motor_c = -hp.J_shaft * omega - h * hp.K * u
     return HingeRows(G, a, sigma, Gbar, sigma_t, U, motor_c)
 

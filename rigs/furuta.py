@@ -39,6 +39,8 @@ UNITS = {
     "eps_lin2": "m/N",
     "eps_rot1": "rad/N m",
     "eps_rot2": "rad/N m",
+    "eps_fric1": "rad/N m s",
+    "eps_fric2": "rad/N m s",
     "b1": "N m s/rad",
     "b2": "N m s/rad",
     "mu1": "1",
@@ -71,6 +73,7 @@ def build(spec: RigSpec) -> HingedRig:
                 b=v[f"b{i}"],
                 mu=v[f"mu{i}"],
                 r=v[f"r{i}"],
+                eps_fric=v[f"eps_fric{i}"],
                 mu_delta=0.0,
                 zeta=0.0,
                 K=v["K"] if motor else 0.0,
@@ -106,3 +109,10 @@ def simulate(spec: RigSpec, options, console):
     table = simulation_table(spec)
     angles = [sim_value(spec, table, "theta1", "rad"), sim_value(spec, table, "theta2", "rad")]
     return simulate_to_folder(spec, rig, angles, options, console)
+
+
+def identify(spec: RigSpec, data, out, console):
+    """``physid identify``: joint state and parameter LM (rigs.identify_hinged)."""
+    from rigs.identify_hinged import identify_hinged
+
+    return identify_hinged(spec, build(spec), data, out, console)

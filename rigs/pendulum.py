@@ -23,6 +23,7 @@ UNITS = {
     "eps_lin": "m/N",
     "eps_rot": "rad/N m",
     "tau": "s",
+    "eps_fric": "rad/N m s",
     "b": "N m s/rad",
     "mu": "1",
 }
@@ -38,11 +39,14 @@ def build(spec: RigSpec) -> HingedRig:
     if stribeck:
         units.update({k: u for k, (u, _) in OPTIONAL.items()})
     values = spec_values(spec, units, nonnegative={"b", "mu", "mu_delta", "zeta"})
+    # Without dry friction (mu = 0, not identified) the friction rows carry no impulse: leave
+    # them out so that the step needs no LCP.
+    dry = "mu" in spec.parameters or values["mu"] > 0
     l = values["l"]
     rest_r = jnp.array([[0.0, -l, 0.0]])
     rest_e = jnp.array([[1.0, 0.0, 0.0, 0.0]])
     hinge = hinge_at_rest(
-        WORLD, 0, (0, 0, 0), (0, 0, 1), rest_r, rest_e, dry=True, viscous=True, stribeck=stribeck
+        WORLD, 0, (0, 0, 0), (0, 0, 1), rest_r, rest_e, dry=dry, viscous=True, stribeck=stribeck
     )
     system = System(1, (hinge,))
 
@@ -54,6 +58,7 @@ def build(spec: RigSpec) -> HingedRig:
             b=v["b"],
             mu=v["mu"],
             r=v["r"],
+            eps_fric=v["eps_fric"],
             mu_delta=v.get("mu_delta", 0.0),
             zeta=v.get("zeta", 0.0),
             K=0.0,
@@ -83,3 +88,10 @@ def simulate(spec: RigSpec, options, console):
     table = simulation_table(spec)
     theta0 = sim_value(spec, table, "theta0", "rad")
     return simulate_to_folder(spec, rig, [theta0], options, console)
+
+
+def identify(spec: RigSpec, data, out, console):
+    """``physid identify``: joint state and parameter LM (rigs.identify_hinged)."""
+    from rigs.identify_hinged import identify_hinged
+
+    return identify_hinged(spec, build(spec), data, out, console)
