@@ -1,0 +1,91 @@
+"""SPOOK benchmark (issue 2): Furuta forward steps per second with frictional hinges, and one
+inverse-dynamics residual evaluation over n = 2000 steps.
+
+Peers, in the same process: the same jitted step driven by a Python loop (what one would write
+without ``lax.scan``), and the same per-step residual evaluated in a Python loop (without
+``vmap``). Prints medians of 5 runs and the ratios.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dynamics  # noqa: F401
+from dynamics.spook import impulse_residual, simulate, step, trajectory_residuals
+from rigs.furuta import build
+from rigs.hinged import simulation_table, truth_values
+from rigs.spec import load_spec
+
+
+def median_time(fn, repeats=5):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    spec = load_spec("furuta")
+    rig = build(spec)
+    truth = truth_values(spec, rig.values, simulation_table(spec))
+    params = rig.make_params({k: jnp.asarray(v) for k, v in truth.items()})
+    q0 = rig.state_from_angles(jnp.array([0.0, np.pi - 0.03]))
+    v0 = jnp.zeros((2, 6))
+    h = 1e-4
+
+    n_fwd = 20_000
+    roll = jax.jit(lambda u: simulate(rig.system, params, q0, v0, u, h))
+    u = jnp.zeros(n_fwd)
+    jax.block_until_ready(roll(u))
+    t_scan = median_time(lambda: roll(u))
+
+    one = jax.jit(lambda q, v: step(rig.system, params, q, v, 0.0, h)[:2])
+    jax.block_until_ready(one(q0, v0))
+    n_loop = 2000
+
+    def python_loop():
+        q, v = q0, v0
+        for _ in range(n_loop):
+            q, v = one(q, v)
+        return v
+
+    t_loop = median_time(python_loop, repeats=3) * n_fwd / n_loop
+    print(f"forward, Furuta with 2 frictional hinges, h = {h:g} s")
+    print(f"  lax.scan     : {n_fwd / t_scan:10.0f} steps/s")
+    print(f"  python loop  : {n_fwd / t_loop:10.0f} steps/s   scan/loop = {t_loop / t_scan:.1f}x")
+
+    n = 2000
+    (r, e), v = roll(jnp.zeros(n - 1))
+    residual = jax.jit(
+        lambda r, e, v: trajectory_residuals(rig.system, params, (r, e), v, u[: n - 1], h)
+    )
+    jax.block_until_ready(residual(r, e, v))
+    t_vmap = median_time(lambda: residual(r, e, v), repeats=7)
+    one_res = jax.jit(
+        lambda rk, ek, vk, rk1, ek1, vk1: impulse_residual(
+            rig.system, params, (rk, ek), vk, (rk1, ek1), vk1, 0.0, h
+        )
+    )
+    jax.block_until_ready(one_res(r[0], e[0], v[0], r[1], e[1], v[1]))
+
+    def residual_loop():
+        out = None
+        for k in range(n - 1):
+            out = one_res(r[k], e[k], v[k], r[k + 1], e[k + 1], v[k + 1])
+        return out
+
+    t_res_loop = median_time(residual_loop, repeats=3)
+    print(f"inverse-dynamics residuals, n = {n} steps")
+    print(f"  vmap         : {t_vmap * 1e3:8.2f} ms")
+    print(f"  python loop  : {t_res_loop * 1e3:8.2f} ms   loop/vmap = {t_res_loop / t_vmap:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Rig specs: units, and errors that name the file and the key."""
+
+import pytest
+
+from rigs.furuta import build as build_furuta
+from rigs.spec import SpecError, load_spec, with_overrides
+from rigs.units import UnitError, parse_unit, to_si
+
+FURUTA = load_spec("furuta").path.read_text()
+
+
+def write(tmp_path, text):
+    path = tmp_path / "rig.toml"
+    path.write_text(text)
+    return path
+
+
+def test_units_convert_to_si_and_check_dimensions():
+    assert to_si(756, "mm^2") == pytest.approx(756e-6)
+    assert to_si(180, "deg", expected="rad") == pytest.approx(3.141592653589793)
+    assert parse_unit("N m/V").dims == parse_unit("s A").dims
+    assert parse_unit("rad/N m").dims != parse_unit("m/N").dims
+    with pytest.raises(UnitError, match="does not match"):
+        to_si(1.0, "m/N", expected="rad/N m")
+
+
+def test_missing_value_names_file_and_key(tmp_path):
+    path = write(tmp_path, FURUTA.replace('l2 = { value = 0.092, unit = "m" }', ""))
+    with pytest.raises(SpecError, match=r"rig\.toml.*fixed\.l2.*missing value 'l2'"):
+        build_furuta(load_spec(path))
+
+
+def test_unit_typo_names_file_and_key(tmp_path):
+    path = write(
+        tmp_path,
+        FURUTA.replace(
+            'm_A = { value = 0.238, unit = "kg" }', 'm_A = { value = 0.238, unit = "kgg" }'
+        ),
+    )
+    with pytest.raises(SpecError, match=r"rig\.toml: \[fixed\.m_A\] unknown unit 'kgg'"):
+        load_spec(path)
+
+
+def test_wrong_dimension_names_file_and_key(tmp_path):
+    path = write(
+        tmp_path,
+        FURUTA.replace('l1 = { value = 0.128, unit = "m" }', 'l1 = { value = 0.128, unit = "kg" }'),
+    )
+    with pytest.raises(SpecError, match=r"rig\.toml: \[fixed\.l1\] unit 'kg'"):
+        build_furuta(load_spec(path))
+
+
+def test_negative_mass_names_file_and_key(tmp_path):
+    path = write(
+        tmp_path,
+        FURUTA.replace(
+            'm_B = { value = 0.428, unit = "kg" }', 'm_B = { value = -0.428, unit = "kg" }'
+        ),
+    )
+    with pytest.raises(SpecError, match=r"rig\.toml: \[fixed\.m_B\] must be positive"):
+        build_furuta(load_spec(path))
+
+
+def test_parameter_outside_its_bounds_is_refused(tmp_path):
+    text = FURUTA.replace("J_Azz = { initial = 0.01,", "J_Azz = { initial = 0.5,")
+    with pytest.raises(SpecError, match=r"parameters\.J_Azz.*outside"):
+        load_spec(write(tmp_path, text))
+
+
+def test_overrides_accept_units_and_reject_unknown_names():
+    spec = with_overrides(load_spec("furuta"), {"l2": "9.2 cm", "b1": "0.002"})
+    assert spec.value("l2", "m") == pytest.approx(0.092)
+    assert spec.parameters["b1"].initial == 0.002
+    with pytest.raises(SpecError, match="no such value"):
+        with_overrides(load_spec("furuta"), {"l9": "1"})
