@@ -273,26 +273,29 @@ class _State:
             # closer to the background than the midpoint: a blurred marker never reaches ink
             self.body_thr = bg - 0.3 * (bg - ink)
             return cs
-        preds, gates, boxes = [], [], []
+        preds, gates, boxes, crops, origins = [], [], [], [], []
+        H, W = img.shape[:2]
         for m in self.markers:
             pred = m.pos + m.vel * (1 + m.lost)
             speed = float(np.linalg.norm(m.vel))
             gate = max(2.0 * self.r_px, 0.75 * speed) + 8.0 * m.lost
+            # the whole (blurred) blob must fit: prediction error + radius + smear
             half = gate + 2.0 * self.r_px + speed
+            box = (pred[0] - half, pred[1] - half, pred[0] + half, pred[1] + half)
+            # convert only this window to grey, with room for the centroid's margin
+            pad = 0.25 * (2.0 * self.r_px + speed) + 4
+            x0, y0 = int(max(box[0] - pad, 0)), int(max(box[1] - pad, 0))
+            x1, y1 = int(min(box[2] + pad, W)), int(min(box[3] + pad, H))
+            crop = gray[y0:y1, x0:x1] if gray is not None else _gray(img[y0:y1, x0:x1])
             preds.append(pred)
             gates.append(gate)
-            boxes.append((pred[0] - half, pred[1] - half, pred[0] + half, pred[1] + half))
-        # convert only the union of the search windows (+ room for the centroid's margin)
-        H, W = img.shape[:2]
-        b = np.array(boxes)
-        pad = 4 * self.r_px
-        x0 = int(np.clip(b[:, 0].min() - pad, 0, W))
-        y0 = int(np.clip(b[:, 1].min() - pad, 0, H))
-        x1 = int(np.clip(b[:, 2].max() + pad, 0, W))
-        y1 = int(np.clip(b[:, 3].max() + pad, 0, H))
-        crop = gray[y0:y1, x0:x1] if gray is not None else _gray(img[y0:y1, x0:x1])
-        origin = (x0, y0)
-        cands = [self._candidates(crop, self.body_thr, *box, origin=origin) for box in boxes]
+            boxes.append(box)
+            crops.append(crop)
+            origins.append((x0, y0))
+        cands = [
+            self._candidates(c, self.body_thr, *b, origin=o)
+            for c, b, o in zip(crops, boxes, origins, strict=True)
+        ]
         # joint assignment: each marker one of its candidates or none, no blob twice
         options = [[None] + list(range(len(c))) for c in cands]
         best, best_cost = (None, None), np.inf
@@ -316,7 +319,9 @@ class _State:
         out = []
         for i, j in enumerate(best):
             m = self.markers[i]
-            c = weighted_centre(crop, cands[i][j].box, origin) if j is not None else None
+            c = None
+            if j is not None:
+                c = weighted_centre(crops[i], cands[i][j].box, origins[i])
             if c is None:
                 m.lost += 1
                 out.append(None)
