@@ -129,13 +129,14 @@ def weighted_centre(
 
 
 def disk_centroids(
-    camera: Camera, rvec, tvec, centres_xy: np.ndarray, radius: float, n: int = 96
+    camera: Camera, rvec, tvec, centres_xy: np.ndarray, radius: float, n: int = 48
 ) -> tuple[np.ndarray, np.ndarray]:
     """Area centroids (px) of projected disks and the projections of their centres (px).
 
     ``centres_xy`` [N, 2] are disk centres on the plane (m), ``radius`` (m); the plane pose
     is ``rvec``, ``tvec``. The disk's image is the polygon of its projected rim (``n``
-    vertices: area error ~ 1e-3, centroid error < 1e-3 px at 15 px radius).
+    vertices); the polygon's centroid differs from the curve's by O(bias / n^2): 3e-4 px
+    for n = 48 and the < 0.3 px biases met here.
     """
     c = np.asarray(centres_xy, dtype=float).reshape(-1, 2)
     ang = np.linspace(0, 2 * np.pi, n, endpoint=False)

@@ -357,14 +357,16 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
         raise TrackingError(
             f"{path}: frame 0: static circle {bad} touches the image border; check the framing"
         )
-    radii = [scene.reference_radius] * 4 + [scene.ground_radius] * 2
     pose = state.pose
     corrected = static_px.copy()
     for _ in range(3):
         world = pixels_to_world(camera, pose, corrected)
         world[:4] = scene.reference
-        bias = np.array(
-            [disk_bias(camera, pose.rvec, pose.t, world[i], radii[i])[0] for i in range(6)]
+        bias = np.concatenate(
+            [
+                disk_bias(camera, pose.rvec, pose.t, world[:4], scene.reference_radius),
+                disk_bias(camera, pose.rvec, pose.t, world[4:], scene.ground_radius),
+            ]
         )
         corrected = static_px - bias
         pose = plane_pose(camera.normalize(corrected[:4]), scene.reference)
