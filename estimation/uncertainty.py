@@ -1,0 +1,89 @@
+"""Linearized parameter covariance and identifiability (Marklund et al. (3.26–3.32)).
+
+With weighted residuals z = W^{1/2} Δz and Jacobians J = [J_θ  J_x], the variable-projection
+Jacobian (3.32) is T = (I − J_x (J_xᵀJ_x)⁻¹ J_xᵀ) J_θ: the parameter sensitivity left after the
+states have re-fitted. The parameter estimate moves by δθ = −(TᵀT)⁻¹Tᵀz, so
+
+    Λ_θθ = (TᵀT)⁻¹ Tᵀ Ĉ T (TᵀT)⁻¹                                                   (3.31)
+
+with Ĉ the block-diagonal sample covariance of the residuals, (3.26–3.27), taken of the
+weighted residuals (so the weights cancel and Ĉ⁻¹ plays the role of Ŵ of (3.28)).
+
+T is formed block by block: (J_xᵀJ_x)⁻¹ J_xᵀJ_θ is the banded arrow solve of ``estimation.lm``
+with p right-hand sides (slightly regularized, as the paper does), so this is O(n) as well.
+Directions in which TᵀT is numerically singular are not excited by the data: their variance is
+infinite and the parameters that make them up are flagged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solveh_banded
+
+from estimation.lm import Linearization, _banded_upper, normal_equations
+
+RCOND = 1e-10  # singular values of TᵀT below RCOND · largest count as "not excited"
+REL_STD_LIMIT = 0.5  # a parameter whose std exceeds half its magnitude is not identified
+
+
+@dataclass(frozen=True)
+class Covariance:
+    """Λ_χχ in SI units, its SVD in relative units (Λ_ij / (s_i s_j), s = magnitude used to
+    compare parameters of different units) and per-parameter std and identifiability."""
+
+    cov: np.ndarray
+    std: np.ndarray
+    identifiable: np.ndarray
+    singular_values: np.ndarray
+    directions: np.ndarray  # columns: relative-unit directions, largest variance first
+    unexcited: list[int]  # indices (into directions) of directions the data do not excite
+
+
+def _sample_cov(r: np.ndarray) -> np.ndarray:
+    """(3.26–3.27): 1/(n−1) Σ r_k r_kᵀ of residual blocks r[n, m]."""
+    return r.T @ r / max(len(r) - 1, 1)
+
+
+def parameter_covariance(lin: Linearization, scale: np.ndarray, values: np.ndarray) -> Covariance:
+    """Λ_χχ of χ = scale·θ at the linearization ``lin`` (Jacobians w.r.t. θ), and flags."""
+    ne = normal_equations(lin)
+    n, d, p = ne.F.shape
+    reg = 1e-12 * float(np.max(np.einsum("kii->ki", ne.D)))
+    ab = _banded_upper(ne.D, ne.U, reg)
+    Y = solveh_banded(ab, ne.F.reshape(n * d, p), lower=False, check_finite=False)
+    Y = Y.reshape(n, d, p)
+    # Rows of T, block by block (3.32).
+    t_dyn = lin.dyn_C - np.einsum("kmi,kip->kmp", lin.dyn_A, Y[:-1])
+    t_dyn -= np.einsum("kmi,kip->kmp", lin.dyn_B, Y[1:])
+    t_obs = -np.einsum("kmi,kip->kmp", lin.obs_A, Y)
+    t_init = lin.init_C - lin.init_A @ Y[0]
+    TT = np.einsum("kmp,kmq->pq", t_dyn, t_dyn) + np.einsum("kmp,kmq->pq", t_obs, t_obs)
+    TT += t_init.T @ t_init
+    C_dyn, C_obs = _sample_cov(lin.dyn_r), _sample_cov(lin.obs_r)
+    TCT = np.einsum("kmp,mn,knq->pq", t_dyn, C_dyn, t_dyn)
+    TCT += np.einsum("kmp,mn,knq->pq", t_obs, C_obs, t_obs)
+    TCT += t_init.T @ C_dyn @ t_init
+    # Pseudo-inverse of TᵀT: unexcited directions get infinite variance, not a huge number.
+    w, V = np.linalg.eigh(0.5 * (TT + TT.T))
+    ok = w > RCOND * max(float(w.max()), 1e-300)
+    inv = (V[:, ok] / w[ok]) @ V[:, ok].T
+    cov_theta = inv @ TCT @ inv
+    null = V[:, ~ok]
+    cov = cov_theta * np.outer(scale, scale)
+    var = np.diag(cov).copy()
+    mag = np.maximum(np.abs(values), np.abs(scale))
+    # Parameters taking part in an unexcited direction have unbounded variance.
+    in_null = np.any(np.abs(null) > 0.1, axis=1) if null.size else np.zeros(p, bool)
+    var[in_null] = np.inf
+    std = np.sqrt(np.maximum(var, 0.0))
+    # SVD of the relative covariance; unexcited directions are reported with infinite variance.
+    rel = cov / np.outer(mag, mag)
+    U, s, _ = np.linalg.svd(rel)
+    if null.size:
+        U = np.concatenate([null, U[:, : p - null.shape[1]]], axis=1)
+        s = np.concatenate([np.full(null.shape[1], np.inf), s[: p - null.shape[1]]])
+    unexcited = [i for i in range(p) if not np.isfinite(s[i]) or np.sqrt(s[i]) > REL_STD_LIMIT]
+    identifiable = np.isfinite(std) & (std <= REL_STD_LIMIT * mag)
+    return Covariance(cov, std, identifiable, s, U, unexcited)

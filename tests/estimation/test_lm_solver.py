@@ -1,0 +1,130 @@
+"""The structured LM pieces against dense references: banded arrow solve, exact box QP,
+model decrease, and LM on a small nonlinear arrow problem with an active bound."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from estimation.lm import (
+    Linearization,
+    LMSettings,
+    _box_qp,
+    levenberg_marquardt,
+    model_decrease,
+    normal_equations,
+    solve_damped,
+)
+
+
+def _random_lin(rng, n=6, d=3, p=2, md=4, mo=2, m0=3) -> Linearization:
+    return Linearization(
+        rng.normal(size=(n - 1, md)),
+        rng.normal(size=(n - 1, md, d)),
+        rng.normal(size=(n - 1, md, d)),
+        rng.normal(size=(n - 1, md, p)),
+        rng.normal(size=(n, mo)),
+        rng.normal(size=(n, mo, d)),
+        rng.normal(size=m0),
+        rng.normal(size=(m0, d)),
+        rng.normal(size=(m0, p)),
+    )
+
+
+def _dense(lin: Linearization):
+    """Dense J and r of the same residual blocks (test reference only)."""
+    n, _, d = lin.obs_A.shape
+    p = lin.dyn_C.shape[2]
+    rows, res = [], []
+    for k in range(n - 1):
+        J = np.zeros((lin.dyn_r.shape[1], n * d + p))
+        J[:, k * d : (k + 1) * d] = lin.dyn_A[k]
+        J[:, (k + 1) * d : (k + 2) * d] = lin.dyn_B[k]
+        J[:, n * d :] = lin.dyn_C[k]
+        rows.append(J), res.append(lin.dyn_r[k])
+    for k in range(n):
+        J = np.zeros((lin.obs_r.shape[1], n * d + p))
+        J[:, k * d : (k + 1) * d] = lin.obs_A[k]
+        rows.append(J), res.append(lin.obs_r[k])
+    J = np.zeros((len(lin.init_r), n * d + p))
+    J[:, :d], J[:, n * d :] = lin.init_A, lin.init_C
+    rows.append(J), res.append(lin.init_r)
+    return np.concatenate(rows), np.concatenate(res)
+
+
+def test_arrow_solve_equals_dense_damped_normal_equations():
+    rng = np.random.default_rng(0)
+    lin = _random_lin(rng)
+    J, r = _dense(lin)
+    alpha = 0.3
+    dx, dth = solve_damped(normal_equations(lin), alpha, np.full(2, -np.inf), np.full(2, np.inf))
+    ref = np.linalg.solve(J.T @ J + alpha * np.eye(J.shape[1]), -J.T @ r)
+    np.testing.assert_allclose(np.concatenate([dx.ravel(), dth]), ref, rtol=1e-10, atol=1e-12)
+    delta = np.concatenate([dx.ravel(), dth])
+    assert model_decrease(lin, dx, dth) == pytest.approx(r @ r - np.sum((r + J @ delta) ** 2))
+
+
+def test_box_qp_equals_enumeration_of_active_sets():
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        A = rng.normal(size=(6, 4))
+        S, s = A.T @ A + 0.1 * np.eye(4), 3 * rng.normal(size=4)
+        lo, hi = -rng.uniform(0, 1, 4), rng.uniform(0, 1, 4)
+        best = None
+        for pattern in itertools.product((-1, 0, 1), repeat=4):  # every active set
+            x = np.where(np.array(pattern) < 0, lo, np.where(np.array(pattern) > 0, hi, 0.0))
+            free = np.array(pattern) == 0
+            if free.any():
+                rhs = -(s + S @ x)[free]
+                x[free] = np.linalg.solve(S[np.ix_(free, free)], rhs)
+            if np.all(x >= lo - 1e-12) and np.all(x <= hi + 1e-12):
+                f = 0.5 * x @ S @ x + s @ x
+                if best is None or f < best[0]:
+                    best = (f, x)
+        np.testing.assert_allclose(_box_qp(S, s, lo, hi), best[1], atol=1e-10)
+
+
+class _Curve:
+    """States x_k ∈ R (n of them), parameter θ ∈ [lo, hi]: x_{k+1} − x_k − θ x_k² h ≈ 0,
+    observations y_k ≈ x_k. The true θ lies outside the box, so the bound must be active."""
+
+    def __init__(self, y, h, lower, upper):
+        self.y, self.h = y, h
+        self.lower, self.upper = np.array([lower]), np.array([upper])
+
+    def _res(self, x, th):
+        dyn = (x[1:] - x[:-1] - th[0] * x[:-1] ** 2 * self.h)[:, None] * 10.0
+        return dyn, (x - self.y)[:, None], np.array([0.0])
+
+    def linearize(self, x, th):
+        dyn, obs, init = self._res(x, th)
+        n = len(x)
+        A = (-1.0 - 2 * th[0] * x[:-1] * self.h)[:, None, None] * 10.0
+        B = np.full((n - 1, 1, 1), 10.0)
+        C = (-(x[:-1] ** 2) * self.h)[:, None, None] * 10.0
+        return Linearization(
+            dyn, A, B, C, obs, np.ones((n, 1, 1)), init, np.zeros((1, 1)), np.zeros((1, 1))
+        )
+
+    def cost(self, x, th):
+        return float(sum(np.sum(a**2) for a in self._res(x, th)))
+
+    def retract(self, x, dx):
+        return x + dx[:, 0]
+
+
+def test_lm_recovers_parameter_and_respects_box():
+    h, n = 0.01, 60
+    x = [1.0]
+    for _ in range(n - 1):
+        x.append(x[-1] + 0.8 * x[-1] ** 2 * h)
+    y = np.array(x)
+    free = levenberg_marquardt(_Curve(y, h, 0.0, 5.0), y * 0.0 + 1.0, np.array([0.1]))
+    assert free.converged and free.theta[0] == pytest.approx(0.8, rel=1e-6)
+    boxed = levenberg_marquardt(_Curve(y, h, 0.0, 0.5), y * 0.0 + 1.0, np.array([0.1]))
+    assert boxed.theta[0] == 0.5  # exactly on the bound, not beyond it
+    assert boxed.cost > free.cost
+    assert all(b <= a for a, b in zip(boxed.history[:-1], boxed.history[1:], strict=True))
+    assert LMSettings().tau == 1e-6  # Algorithm 1's initial damping factor
