@@ -153,7 +153,8 @@ def render(
         scene = scene_from_spec(load_spec(rig.replace("-", "_")))
         view = default_view(camera, scene, 0.19 if model == "fisheye" else 0.45)
         opts = RenderOptions(exposure=exposure, seed=seed)
-        render_drop(out, view, scene, drop_trajectory(scene, v0=(0, 0, 2.0)), frames, opts)
+        traj = drop_trajectory(scene, duration=frames / opts.fps + 0.01, v0=(0, 0, 2.0))
+        render_drop(out, view, scene, traj, frames, opts)
     camera.save(out.with_name(out.name + ".camera.json"))
     console.print(f"[green]wrote[/green] {out} (+ .truth.npz, .camera.json)")
 
