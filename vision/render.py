@@ -379,6 +379,12 @@ def render_checkerboard_video(
             img = img + rng.standard_normal(img.shape) * noise
             out.write(np.clip(np.rint(img), 0, 255).astype(np.uint8))
             corners.append(camera.project(obj, rvec, tvec))
+    _save_board_truth(path, camera, poses, corners)
+    return path
+
+
+def _save_board_truth(path: Path, camera: Camera, poses, corners) -> None:
+    """Ground truth beside a calibration video: board poses and projected corners (px)."""
     np.savez(
         _truth_path(path),
         corners=np.array(corners),
@@ -387,7 +393,6 @@ def render_checkerboard_video(
         K=camera.K,
         D=camera.D,
     )
-    return path
 
 
 def board_points(pattern: tuple[int, int], square: float) -> np.ndarray:
@@ -446,12 +451,5 @@ def render_charuco_video(
             img = img + rng.standard_normal(img.shape) * noise
             out.write(np.clip(np.rint(img), 0, 255).astype(np.uint8))
             corners.append(camera.project(obj, rvec, tvec))
-    np.savez(
-        _truth_path(path),
-        corners=np.array(corners),
-        rvecs=np.array([p[0] for p in poses]),
-        tvecs=np.array([p[1] for p in poses]),
-        K=camera.K,
-        D=camera.D,
-    )
+    _save_board_truth(path, camera, poses, corners)
     return path
