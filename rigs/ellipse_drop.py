@@ -28,7 +28,6 @@ from estimation.ipopt_contact import (
 from rigs.errors import InputError
 from rigs.spec import RigSpec
 from rigs.streams import Stream
-from rigs.units import to_si
 
 POSE_CHANNELS = ("x", "y", "theta")
 
@@ -54,16 +53,6 @@ def rig_geometry(spec: RigSpec) -> tuple[Ellipse, Ground]:
         spec.value("ground_alpha", "rad"),
     )
     return ellipse, ground
-
-
-def _sim_quantity(spec: RigSpec, key: str, unit: str, default: float) -> float:
-    table = spec.sections.get("simulation", {})
-    if key not in table:
-        return default
-    entry = table[key]
-    if isinstance(entry, dict):
-        return to_si(float(entry["value"]), str(entry.get("unit", unit)))
-    return float(entry)
 
 
 def _sim_vector(spec: RigSpec, key: str) -> np.ndarray:
@@ -104,10 +93,12 @@ def simulate(spec: RigSpec, options, console) -> dict[str, Path]:
     mu = spec.value("mu", "1", nonnegative=True)
     eps = spec.value("restitution", "1", nonnegative=True)
     fps = spec.value("fps", "Hz", positive=True)
-    h = options.dt or _sim_quantity(spec, "h", "s", 1.0 / 1200)
-    duration = options.duration or _sim_quantity(spec, "duration", "s", 1.0)
-    noise = options.noise if options.noise is not None else _sim_quantity(spec, "noise", "m", 0)
-    angle_per_m = _sim_quantity(spec, "angle_noise_per_m", "1", 1.0)
+    h = options.dt or spec.section_value("simulation", "h", "s", 1.0 / 1200)
+    duration = options.duration or spec.section_value("simulation", "duration", "s", 1.0)
+    noise = options.noise
+    if noise is None:
+        noise = spec.section_value("simulation", "noise", "m", 0.0)
+    angle_per_m = spec.section_value("simulation", "angle_noise_per_m", "1", 1.0)
     q0, v0 = _sim_vector(spec, "q0"), _sim_vector(spec, "v0")
     steps = int(round(duration / h))
     console.print(f"simulating {duration:g} s of the ellipse drop with IRC, h = {h * 1e3:g} ms")

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
 from dynamics.quaternion import axis_angle, from_rotvec, qmul, rotate
-from rigs.hinged import HingedRig, sim_value, simulate_to_folder, simulation_table, spec_values
+from rigs.hinged import HingedRig, simulate_to_folder, spec_values
 from rigs.pendulum import _channels
 from rigs.spec import RigSpec
 
@@ -106,8 +106,7 @@ def build(spec: RigSpec) -> HingedRig:
 
 def simulate(spec: RigSpec, options, console):
     rig = build(spec)
-    table = simulation_table(spec)
-    angles = [sim_value(spec, table, "theta1", "rad"), sim_value(spec, table, "theta2", "rad")]
+    angles = [spec.section_value("simulation", f"theta{i}", "rad") for i in (1, 2)]
     return simulate_to_folder(spec, rig, angles, options, console)
 
 

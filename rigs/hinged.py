@@ -61,14 +61,6 @@ def simulation_table(spec: RigSpec) -> dict:
     return table
 
 
-def sim_value(spec: RigSpec, table: dict, key: str, unit: str) -> float:
-    from rigs.spec import _quantity
-
-    if key not in table:
-        raise InputError(f"{spec.path}: [simulation] missing {key!r} ({unit})")
-    return _quantity(spec, f"simulation.{key}", table[key], unit)
-
-
 def truth_values(spec: RigSpec, rig_values: dict[str, float], table: dict) -> dict[str, float]:
     """The spec values with the [simulation] truth overrides applied (SI numbers)."""
     truth = dict(rig_values)
@@ -115,10 +107,12 @@ def simulate_to_folder(
     from rigs.encoders import write_log_csv
 
     table = simulation_table(spec)
-    h = options.dt or sim_value(spec, table, "h", "s")
-    duration = options.duration or sim_value(spec, table, "duration", "s")
-    rate = sim_value(spec, table, "rate", "Hz")
-    noise = options.noise if options.noise is not None else sim_value(spec, table, "noise", "rad")
+    h = options.dt or spec.section_value("simulation", "h", "s")
+    duration = options.duration or spec.section_value("simulation", "duration", "s")
+    rate = spec.section_value("simulation", "rate", "Hz")
+    noise = options.noise
+    if noise is None:
+        noise = spec.section_value("simulation", "noise", "rad")
     if h <= 0 or duration <= 0 or rate <= 0:
         raise InputError(f"{spec.path}: [simulation] h, duration and rate must be positive")
     truth = truth_values(spec, rig.values, table)

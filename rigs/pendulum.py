@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
 from dynamics.quaternion import axis_angle, rotate
-from rigs.hinged import HingedRig, sim_value, simulate_to_folder, simulation_table
+from rigs.hinged import HingedRig, simulate_to_folder
 from rigs.spec import RigSpec
 
 GRAVITY = 9.82  # m/s², Section 4.2
@@ -85,8 +85,7 @@ def _channels(spec: RigSpec) -> tuple[str, ...]:
 
 def simulate(spec: RigSpec, options, console):
     rig = build(spec)
-    table = simulation_table(spec)
-    theta0 = sim_value(spec, table, "theta0", "rad")
+    theta0 = spec.section_value("simulation", "theta0", "rad")
     return simulate_to_folder(spec, rig, [theta0], options, console)
 
 

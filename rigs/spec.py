@@ -103,11 +103,27 @@ class RigSpec:
             raise self.error(where, f"must be non-negative, got {si}")
         return si
 
+    def section_value(
+        self, section: str, key: str, unit: str, default: float | None = None
+    ) -> float:
+        """SI value of ``[section] key``, dimension-checked against ``unit``.
+
+        When the key is absent: ``default`` (already SI), or an error naming the file and key
+        if no default is given.
+        """
+        table = self.method if section == "method" else self.sections.get(section, {})
+        if key not in table:
+            if default is None:
+                raise self.error(
+                    f"{section}.{key}",
+                    f'missing; add {key} = {{ value = ..., unit = "{unit}" }} under [{section}]',
+                )
+            return default
+        return _quantity(self, f"{section}.{key}", table[key], unit)
+
     def method_value(self, key: str, unit: str, default: float) -> float:
         """SI value of a ``[method]`` setting, or ``default`` (already SI) when absent."""
-        if key not in self.method:
-            return default
-        return _quantity(self, f"method.{key}", self.method[key], unit)
+        return self.section_value("method", key, unit, default)
 
     def check_parameters(self, allowed: dict[str, str]) -> None:
         """Raise if a parameter is not one the model knows or has the wrong dimension."""
