@@ -481,10 +481,11 @@ def detector(dictionary: str = DICTIONARY) -> cv2.aruco.ArucoDetector:
 
 
 def _line_intersection(p, q, r, s) -> np.ndarray:
-    """Intersection of lines p-q and r-s (2D points, homogeneous cross products)."""
-    h = lambda a: np.array([a[0], a[1], 1.0])  # noqa: E731
-    x = np.cross(np.cross(h(p), h(q)), np.cross(h(r), h(s)))
-    return x[:2] / x[2]
+    """Intersection of lines p-q and r-s (2D points)."""
+    d1, d2 = np.subtract(q, p), np.subtract(s, r)
+    den = d1[0] * d2[1] - d1[1] * d2[0]
+    u = ((r[0] - p[0]) * d2[1] - (r[1] - p[1]) * d2[0]) / den
+    return np.asarray(p, dtype=float) + u * d1
 
 
 def centre_from_corners(camera: Camera, corners_px: np.ndarray) -> np.ndarray:
@@ -532,21 +533,28 @@ def refine_corners(
     return fit
 
 
+_NEXT, _PREV, _OPP = [1, 2, 3, 0], [3, 0, 1, 2], [2, 3, 0, 1]
+
+
+def _homog(a: np.ndarray) -> np.ndarray:
+    """Normalized points [..., 2] -> rays [..., 3] with z = 1."""
+    return np.concatenate([a, np.ones((*a.shape[:-1], 1))], axis=-1)
+
+
 def _edge_pass(gray, camera: Camera, n: np.ndarray, modules: int) -> EdgeFit | None:
     """One refinement pass, vectorized over the four sides (index i: corner i to i+1)."""
-    one = lambda a: np.concatenate([a, np.ones((*a.shape[:-1], 1))], axis=-1)  # noqa: E731
-    px_corners = camera.project(one(n))
-    lengths = np.linalg.norm(px_corners - np.roll(px_corners, -1, axis=0), axis=1)
+    px_corners = camera.project(_homog(n))
+    lengths = np.linalg.norm(px_corners - px_corners[_NEXT], axis=1)
     if lengths.min() < MIN_MODULE_PX * modules:
         return None
-    a, b = n, np.roll(n, -1, axis=0)
+    a, b = n, n[_NEXT]
     # the opposite side, run the same way, to find "one module inwards"
-    oa, ob = np.roll(n, 1, axis=0), np.roll(n, 2, axis=0)
+    oa, ob = n[_PREV], n[_OPP]
     k = max(8, int(lengths.max() * 0.84))
     t = np.linspace(0.08, 0.92, k)[None, :, None]
     on = a[:, None] + t * (b - a)[:, None]
     inward = on + (oa[:, None] + t * (ob - oa)[:, None] - on) / modules
-    proj = camera.project(one(np.concatenate([on, inward]).reshape(-1, 2))).reshape(8, k, 2)
+    proj = camera.project(_homog(np.concatenate([on, inward]).reshape(-1, 2))).reshape(8, k, 2)
     p_on, p_in = proj[:4], proj[4:]
     # unit image normal pointing out of the marker, and the module width along it
     tangent = np.gradient(p_on, axis=1)
@@ -554,7 +562,7 @@ def _edge_pass(gray, camera: Camera, n: np.ndarray, modules: int) -> EdgeFit | N
     nrm /= np.linalg.norm(nrm, axis=-1, keepdims=True)
     depth_in = np.sum((p_in - p_on) * nrm, axis=-1)
     nrm = np.where((depth_in > 0)[..., None], -nrm, nrm)
-    module_px = np.median(np.abs(depth_in), axis=1)
+    module_px = np.abs(depth_in).mean(axis=1)
     if module_px.min() < MIN_MODULE_PX:
         return None
     half = 0.45 * module_px[:, None, None]
@@ -564,39 +572,45 @@ def _edge_pass(gray, camera: Camera, n: np.ndarray, modules: int) -> EdgeFit | N
     h, w = gray.shape
     if sx.min() < 0 or sy.min() < 0 or sx.max() > w - 1 or sy.max() > h - 1:
         return None  # a side at the image border: no clean profile
-    prof = cv2.remap(gray, sx.reshape(4 * k, -1), sy.reshape(4 * k, -1), cv2.INTER_LINEAR).astype(
-        np.float64
-    )
-    prof = prof.reshape(4, k, N_PROFILE)
-    black = np.median(prof[..., :2].reshape(4, -1), axis=1)[:, None, None]
-    white = np.median(prof[..., -2:].reshape(4, -1), axis=1)[:, None, None]
+    prof = cv2.remap(gray, sx.reshape(4 * k, -1), sy.reshape(4 * k, -1), cv2.INTER_LINEAR)
+    prof = prof.reshape(4, k, N_PROFILE).astype(np.float64)
+    # levels: the profile ends, inside the black border and inside the white quiet zone
+    black = prof[..., :2].mean(axis=(1, 2))[:, None, None]
+    white = prof[..., -2:].mean(axis=(1, 2))[:, None, None]
     if np.min(white - black) < MIN_CONTRAST:
         return None
     frac = np.clip((prof - black) / (white - black), -0.5, 1.5)
     step = 2 * half[..., 0] / (N_PROFILE - 1)
     area = (frac.sum(axis=-1) - 0.5 * (frac[..., 0] + frac[..., -1])) * step
     e = half[..., 0] - area  # edge offset along the outward normal (px)
-    edge_px = p_on + e[..., None] * nrm
-    edge_n = camera.normalize(edge_px.reshape(-1, 2)).reshape(4, k, 2)
-    # total least squares line per side in normalized coordinates
-    centre = edge_n.mean(axis=1, keepdims=True)
-    _, _, vt = np.linalg.svd(edge_n - centre, full_matrices=False)
-    resid = np.sum((edge_n - centre) * vt[:, 1][:, None, :], axis=-1)
-    px_per_n = np.median(
-        np.linalg.norm(np.diff(p_on, axis=1), axis=-1)
-        / np.linalg.norm(np.diff(on, axis=1), axis=-1),
-        axis=1,
-    )
-    lines = np.cross(one(centre[:, 0]), one(centre[:, 0] + vt[:, 0]))
-    x = np.cross(np.roll(lines, 1, axis=0), lines)  # corner i: sides i-1 and i
-    corners_n = x[:, :2] / x[:, 2:]
+    edge_n = camera.normalize((p_on + e[..., None] * nrm).reshape(-1, 2)).reshape(4, k, 2)
+    corners_n, resid = _fit_sides(edge_n)
+    px_per_n = lengths / np.linalg.norm(b - a, axis=1)
     return EdgeFit(
-        corners_px=camera.project(one(corners_n)),
+        corners_px=camera.project(_homog(corners_n)),
         corners_n=corners_n,
         rms_px=float(np.sqrt(np.mean((resid * px_per_n[:, None]) ** 2))),
         side_px=float(lengths.mean()),
         contrast=float(np.min(white - black)),
     )
+
+
+def _fit_sides(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Total least squares lines through each side's points [4, k, 2]; corner i is where
+    sides i-1 and i meet. Returns corners [4, 2] and residuals [4, k] (same units)."""
+    c = pts.mean(axis=1, keepdims=True)
+    d = pts - c
+    sxx, syy = (d[..., 0] ** 2).sum(axis=1), (d[..., 1] ** 2).sum(axis=1)
+    sxy = (d[..., 0] * d[..., 1]).sum(axis=1)
+    phi = 0.5 * np.arctan2(2 * sxy, sxx - syy)  # direction of the principal axis
+    nx, ny = -np.sin(phi), np.cos(phi)  # unit line normals
+    rho = nx * c[:, 0, 0] + ny * c[:, 0, 1]
+    resid = d[..., 0] * nx[:, None] + d[..., 1] * ny[:, None]
+    # corner i: nx_p x + ny_p y = rho_p (side i-1) and nx x + ny y = rho (side i)
+    nxp, nyp, rp = nx[_PREV], ny[_PREV], rho[_PREV]
+    det = nxp * ny - nyp * nx
+    corners = np.stack([(rp * ny - nyp * rho) / det, (nxp * rho - rp * nx) / det], axis=1)
+    return corners, resid
 
 
 def track_markers(
@@ -607,12 +621,14 @@ def track_markers(
     progress: Callable[[int], None] | None = None,
     dictionary: str = DICTIONARY,
     max_edge_rms: float = 0.5,
+    full_search_every: int = 4,
 ) -> MarkerTracks:
     """Track ArUco markers ``ids`` in the video ``path`` seen through ``camera``.
 
     Identity comes from the ids alone (a marker is never swapped). Each frame, a marker found
     in the previous frame is first searched for in a window around its constant-velocity
-    prediction; markers not found so are searched for in the whole frame. Each found
+    prediction (widened while the marker is unseen); markers not found so are searched for
+    in the whole frame, every ``full_search_every`` frames (1: every frame). Each found
     marker's corners are refined (``refine_corners``) and its centre is the diagonal
     intersection in normalized coordinates (``centre_from_corners``). ``progress(n)`` gets
     the number of frames done. A marker is *missing* when it is not detected, when its
@@ -629,7 +645,7 @@ def track_markers(
             f"{path}: frame 0: video is {info.size[0]}x{info.size[1]} px but the camera is "
             f"{camera.size[0]}x{camera.size[1]}; calibrate at the recording resolution"
         )
-    tracker = _Tracker(camera, detector(dictionary), ids, max_edge_rms)
+    tracker = _Tracker(camera, detector(dictionary), ids, max_edge_rms, full_search_every)
     rows = []
     for k, t, img in frames(path):
         gray = img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
@@ -642,15 +658,20 @@ def track_markers(
 
 
 class _Tracker:
-    """Per-frame detection: first in a window around each marker's previous corners
-    (a constant-velocity guess), then, for markers not found so, in the whole frame."""
+    """Per-frame detection: first in a window around each marker's last detection (moved by
+    its last velocity, widened while it is unseen), then, for markers not found so, in the
+    whole frame (at most every ``full_every`` frames: a whole-frame search costs ~10x a
+    window's)."""
 
-    def __init__(self, camera: Camera, det, ids, max_edge_rms: float):
+    def __init__(self, camera: Camera, det, ids, max_edge_rms: float, full_every: int):
         self.camera, self.det, self.ids = camera, det, ids
         self.modules = det.getDictionary().markerSize + 2
         self.max_edge_rms = max_edge_rms
-        self.prev: list = [None] * len(ids)  # corners (px) in the previous frame
-        self.vel: list = [np.zeros(2)] * len(ids)
+        self.full_every = max(1, int(full_every))
+        self.since_full = self.full_every  # frames since the last whole-frame search
+        self.last: list = [None] * len(ids)  # corners (px) of the last detection
+        self.lost = [0] * len(ids)  # frames since then
+        self.vel: list = [np.zeros(2)] * len(ids)  # px per frame
         self.reasons = dict.fromkeys(
             ("not_detected", "too_small_or_low_contrast", "poor_edge_fit", "duplicate"), 0
         )
@@ -665,9 +686,9 @@ class _Tracker:
 
     def _window(self, gray, j: int) -> list:
         """Candidates for marker j in a window around its predicted corners."""
-        guess = self.prev[j] + self.vel[j]
+        guess = self.last[j] + self.vel[j] * (self.lost[j] + 1)
         size = np.ptp(guess, axis=0).max()
-        margin = 0.6 * size + 8 + np.abs(self.vel[j]).max()
+        margin = 0.6 * size + 8 + np.abs(self.vel[j]).max() + 6 * self.lost[j]
         h, w = gray.shape
         x0, y0 = np.maximum(np.floor(guess.min(axis=0) - margin).astype(int), 0)
         x1, y1 = np.minimum(np.ceil(guess.max(axis=0) + margin).astype(int), [w, h])
@@ -679,22 +700,28 @@ class _Tracker:
         """EdgeFit (or None: missing) per marker for one grey frame."""
         cands: list = [None] * len(self.ids)
         for j in range(len(self.ids)):
-            if self.prev[j] is not None:
+            if self.last[j] is not None:
                 found = self._window(gray, j)
                 cands[j] = found if len(found) == 1 else None
-        if any(c is None for c in cands):
+        self.since_full += 1
+        if any(c is None for c in cands) and self.since_full >= self.full_every:
+            self.since_full = 0
             seen = self._detect(gray)
             for j, i in enumerate(self.ids):
                 if cands[j] is None:
                     cands[j] = seen.get(i, [])
         out: list = []
         for j, found in enumerate(cands):
-            fit = self._measure(gray, found)
-            if fit is not None and self.prev[j] is not None:
-                self.vel[j] = (fit.corners_px - self.prev[j]).mean(axis=0)
+            fit = self._measure(gray, found or [])
+            if found and len(found) == 1:
+                corners = found[0] if fit is None else fit.corners_px
+                if self.last[j] is not None and self.lost[j] == 0:
+                    self.vel[j] = (corners - self.last[j]).mean(axis=0)
+                self.last[j], self.lost[j] = corners, 0
             else:
-                self.vel[j] = np.zeros(2)
-            self.prev[j] = None if fit is None else fit.corners_px
+                self.lost[j] += 1
+                if self.lost[j] > 30:  # a second unseen: forget where it was
+                    self.last[j], self.vel[j] = None, np.zeros(2)
             out.append(fit)
         return out
 
