@@ -80,6 +80,7 @@ def furuta_marker_frames(
     pend_marker_at: float = 0.13,
     arm_marker_tilt: float = np.pi / 4,
     pend_offset: float = 0.012,
+    pend_markers: tuple[tuple[float, float], ...] | None = None,
 ) -> MarkerFrames:
     """Marker poses on a Furuta pendulum for arm angles ``theta_arm[F]`` and pendulum angles
     ``theta_pend[F]`` (rad).
@@ -94,7 +95,10 @@ def furuta_marker_frames(
     and above). Marker 1 is on the pendulum ``pend_marker_at`` m from its hinge, its face
     along ``d`` (so it turns in its own plane as the pendulum swings), set ``pend_offset`` m
     outward of the hinge (the plate is mounted on the pendulum's outer face); its top edge
-    points to the hinge.
+    points to the hinge. ``pend_markers`` = ((distance m, face turn rad), ...) replaces it by
+    several pendulum markers (1, 2, ...), each face turned about the pendulum's own axis
+    ``p`` from ``d`` (towards ``p x d``): faces turned both ways keep one marker seen
+    face-on enough while the arm swings the pendulum's plane away from the camera.
     """
     t1 = np.atleast_1d(np.asarray(theta_arm, dtype=float))
     t2 = np.atleast_1d(np.asarray(theta_pend, dtype=float))
@@ -106,11 +110,15 @@ def furuta_marker_frames(
     n0 = np.cos(arm_marker_tilt) * yhat + np.sin(arm_marker_tilt) * d
     u0 = np.cross(n0, side)  # in the face plane, perpendicular to the arm's side axis
     hinge = arm_length * d
-    c1 = hinge + pend_offset * d + pend_marker_at * p
+    centres, normals, ups = [c0], [n0], [u0]
+    for at, turn in pend_markers or ((pend_marker_at, 0.0),):
+        centres.append(hinge + pend_offset * d + at * p)
+        normals.append(np.cos(turn) * d + np.sin(turn) * np.cross(p, d))
+        ups.append(-p)
     return MarkerFrames(
-        centres=np.stack([c0, c1], axis=1),
-        normals=_unit(np.stack([n0, d], axis=1)),
-        ups=_unit(np.stack([u0, -p], axis=1)),
+        centres=np.stack(centres, axis=1),
+        normals=_unit(np.stack(normals, axis=1)),
+        ups=_unit(np.stack(ups, axis=1)),
     )
 
 

@@ -148,3 +148,20 @@ def test_bad_files_give_clear_errors(tmp_path, camera, clip):
     with pytest.raises(MarkerTrackingError, match=r"frame 0: video is 800x600.*1280x720"):
         track_markers(path, action_camera(), IDS)
     assert issubclass(MarkerTrackingError, InputError)
+
+
+def test_furuta_marker_frames_geometry():
+    """Faces are unit and square to their "up"; the pendulum marker stays at its distance
+    from the hinge; a face turn of 0 is the arm direction (the swing plane's normal)."""
+    t1, t2 = np.array([0.0, 0.7, -1.0]), np.array([0.0, 2.0, np.pi])
+    mf = furuta_marker_frames(t1, t2, pend_markers=((0.1, -0.6), (0.16, 0.0)))
+    assert mf.centres.shape == (3, 3, 3)
+    np.testing.assert_allclose(np.linalg.norm(mf.normals, axis=-1), 1.0)
+    np.testing.assert_allclose(np.sum(mf.normals * mf.ups, axis=-1), 0.0, atol=1e-12)
+    d = np.stack([np.cos(t1), 0 * t1, -np.sin(t1)], axis=1)
+    hinge = 0.248 * d + 0.012 * d
+    np.testing.assert_allclose(np.linalg.norm(mf.centres[:, 2] - hinge, axis=1), 0.16)
+    np.testing.assert_allclose(mf.normals[:, 2], d, atol=1e-12)
+    np.testing.assert_allclose(np.sum(mf.normals[:, 1] * d, axis=1), np.cos(0.6))
+    # upright pendulum (t2 = pi) puts the marker above the hinge
+    assert mf.centres[2, 2, 1] > 0.15
