@@ -237,7 +237,7 @@ class MarkerRenderer:
         The plate coordinates (in modules) are computed exactly at the ROI's pixel corners;
         a pixel whose four corners fall in the same module cell takes that cell's value, and
         only the others (edge pixels) are supersampled, bilinearly between their corners
-        (the map is smooth at the sub-pixel scale: < 1e-3 px from the exact ray cast).
+        (the map is smooth at the sub-pixel scale: <= 0.002 px from the exact ray cast).
         """
         roi = self._roi(self.plate_outline(j, centre, normal, up))
         if roi is None:
