@@ -7,6 +7,7 @@ detection in windows + edge refinement). Each number is the median of ``--runs``
 interleaved so that machine load hits both alike.
 
     python benchmarks/bench_markers3d.py [--seconds 2] [--fps 120] [--size 800x600] [--runs 3]
+        [--exposure 0.002] [--codecs mp4,avi]
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from vision.markers3d import (
 IDS, SIDE = (3, 7), 0.035
 
 
-def swing_up(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def swing_up(t: np.ndarray, duration: float) -> tuple[np.ndarray, np.ndarray]:
     """Arm and pendulum angles (rad) of a swing-up-like motion: the arm oscillates within
     +/- 1 rad while the pendulum's swing grows until it goes over the top."""
     arm = 0.9 * np.sin(2 * np.pi * 0.8 * t) * np.minimum(1.0, t / 1.5)
-    pend = np.minimum(1.0, t / (0.7 * t[-1] + 1e-9)) * 3.6 * np.sin(2 * np.pi * 1.1 * t)
+    pend = np.minimum(1.0, t / (0.7 * duration)) * 3.6 * np.sin(2 * np.pi * 1.1 * t)
     return arm, pend
 
 
@@ -57,20 +58,26 @@ def main() -> None:
     ap.add_argument("--size", default="800x600")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--noise", type=float, default=1.0)
+    ap.add_argument("--exposure", type=float, default=0.0, help="shutter time (s); 0: sharp")
+    ap.add_argument("--codecs", default="mp4,avi")
     args = ap.parse_args()
     w, h = (int(v) for v in args.size.split("x"))
     camera = action_camera(w, h)
     R, tcw = look_at([0.5, 0.1, 0.0], [0.15, 0.0, 0.0])
     t = np.arange(int(round(args.seconds * args.fps))) / args.fps
-    arm, pend = swing_up(t)
-    mf = furuta_marker_frames(arm, pend)
+    arm, pend = swing_up(t, args.seconds)
+    # motion blur: 9 instants over the exposure, the middle one at the frame time
+    sub = t[:, None] + np.linspace(-0.5, 0.5, 9 if args.exposure > 0 else 1) * args.exposure
+    mf = furuta_marker_frames(*swing_up(sub.ravel(), args.seconds))
+    mf = [a.reshape(*sub.shape, *a.shape[1:]) for a in (mf.centres, mf.normals, mf.ups)]
     settings = RenderSettings(noise=args.noise)
     with tempfile.TemporaryDirectory() as tmp:
-        for suffix, codec in ((".mp4", "mp4v"), (".avi", "MJPG q90")):
+        codecs = {"mp4": (".mp4", "mp4v"), "avi": (".avi", "MJPG q90")}
+        for suffix, codec in (codecs[c] for c in args.codecs.split(",")):
             path = Path(tmp) / f"furuta{suffix}"
             start = time.perf_counter()
             truth = render_marker_video(
-                path, camera, R, tcw, mf.centres, mf.normals, mf.ups, IDS, SIDE, args.fps,
+                path, camera, R, tcw, *mf, IDS, SIDE, args.fps,
                 settings, rods=furuta_rods(arm, pend),
             )  # fmt: skip
             render_s = time.perf_counter() - start
@@ -85,7 +92,8 @@ def main() -> None:
             found = ~tracks.missing
             face = truth["in_view"] & (truth["view_angle"] < np.radians(60))
             print(
-                f"{codec:8s} {w}x{h} {len(t)} frames ({args.seconds:g} s): "
+                f"{codec:8s} {w}x{h} {len(t)} frames ({args.seconds:g} s, exposure "
+                f"{args.exposure * 1e3:g} ms): "
                 f"{path.stat().st_size / 1e6:.2f} MB, render {render_s:.1f} s; "
                 f"tracking {k:6.1f} frames/s, decode-only {d:6.1f} frames/s, "
                 f"ratio {k / d:.2f} (median of {args.runs})"

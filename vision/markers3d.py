@@ -367,6 +367,10 @@ def render_marker_video(
     ``k / fps`` (s); ``hidden[F, m]`` leaves markers out (occlusions), ``rods[F, k, 2, 3]``
     draws grey rods. Suffix picks the codec (``.mp4``: mp4v, small; ``.avi``: MJPG).
 
+    Motion blur: poses of shape ``[F, S, m, 3]`` (S odd) are S instants evenly spread over
+    each frame's exposure, the middle one at the frame time; the frame is the mean of their
+    renders (a box shutter) and the truth is that of the middle instant.
+
     Returns (and saves as ``<path>.truth.npz``) the truth: ``t`` (s), ``centre_px``,
     ``corners_px``, ``view_angle``, ``depth`` (see ``MarkerRenderer.truth``), ``in_view``
     [F, m] (face towards the camera, plate wholly inside the image, not hidden), ``ids``,
@@ -376,22 +380,32 @@ def render_marker_video(
     centres = np.asarray(centres, dtype=float)
     normals = np.asarray(normals, dtype=float)
     ups = np.asarray(ups, dtype=float)
-    F, m = centres.shape[:2]
     if normals.shape != centres.shape or ups.shape != centres.shape:
         raise ValueError(f"centres {centres.shape}, normals {normals.shape}, ups {ups.shape}")
+    if centres.ndim == 3:  # sharp: one instant per frame
+        centres, normals, ups = centres[:, None], normals[:, None], ups[:, None]
+    F, S, m = centres.shape[:3]
+    if S % 2 == 0:
+        raise ValueError(f"{S} sub-exposure instants; give an odd number (the middle is the frame)")
     hidden = np.zeros((F, m), bool) if hidden is None else np.asarray(hidden, dtype=bool)
     rnd = MarkerRenderer(camera, R_cw, t_cw, ids, side, settings)
     rng = np.random.default_rng(settings.seed)
     with VideoWriter(path, fps, camera.size, settings.quality) as out:
         for k in range(F):
-            img = rnd.frame(
-                centres[k], normals[k], ups[k], hidden[k], None if rods is None else rods[k]
+            rod = None if rods is None else rods[k]
+            img = (
+                sum(
+                    rnd.frame(centres[k, i], normals[k, i], ups[k, i], hidden[k], rod)
+                    for i in range(S)
+                )
+                / S
             )
             if settings.noise > 0:
                 img += rng.standard_normal(img.shape) * settings.noise
             out.write(np.clip(np.rint(img), 0, 255).astype(np.uint8))
             if progress is not None:
                 progress(k + 1)
+    centres, normals, ups = (a[:, S // 2] for a in (centres, normals, ups))
     truth = rnd.truth(centres, normals, ups)
     truth.update(
         t=np.arange(F) / fps,

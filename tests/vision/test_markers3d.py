@@ -165,3 +165,26 @@ def test_furuta_marker_frames_geometry():
     np.testing.assert_allclose(np.sum(mf.normals[:, 1] * d, axis=1), np.cos(0.6))
     # upright pendulum (t2 = pi) puts the marker above the hinge
     assert mf.centres[2, 2, 1] > 0.15
+
+
+def test_motion_blur_is_rendered_and_tracked_to_mid_exposure(camera, tmp_path):
+    """A 4 ms box shutter (5 instants) on a fast pendulum: the blurred marker is still
+    found and its centre is the mid-exposure one. The area edge estimate is linear in the
+    image, so a uniformly blurred edge lands at its mid-exposure place. Measured here: 0.06
+    px RMS, 0.10 px max on the pendulum marker (5.7 px smear; sharp: 0.013 / 0.018 px); on
+    the 2 s swing-up benchmark at this exposure 0.04 px RMS, 0.26 px max, hence 0.3 px.
+    Taking the first instant instead of the middle one would be ~3 px off."""
+    t = np.arange(12) / FPS
+    sub = t[:, None] + np.linspace(-0.5, 0.5, 5) * 0.004
+    s = sub.ravel()
+    mf = furuta_marker_frames(0.3 * np.sin(s), 1.0 + 9.0 * s)  # pendulum at 9 rad/s
+    poses = [a.reshape(12, 5, 2, 3) for a in (mf.centres, mf.normals, mf.ups)]
+    R, tcw = look_at([0.5, 0.1, 0.0], [0.15, 0.0, 0.0])
+    path = tmp_path / "blur.avi"
+    truth = render_marker_video(path, camera, R, tcw, *poses, (3, 7), SIDE, FPS)
+    smear = np.linalg.norm(np.diff(truth["centre_px"][:, 1], axis=0), axis=1).mean() * 0.48
+    assert smear > 3.0  # px travelled during the exposure: the blur is real
+    tracks = track_markers(path, camera, (3, 7))
+    assert (~tracks.missing[:, 1]).sum() >= 10
+    err = np.linalg.norm(tracks.uv - truth["centre_px"], axis=-1)[~tracks.missing]
+    assert err.max() < 0.3
