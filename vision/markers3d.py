@@ -143,10 +143,9 @@ def furuta_rods(
 # --- rendering ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RenderSettings:
-    """Sub-samples per pixel side ``supersample``, sensor ``noise`` std (grey levels),
-    ``quality`` (MJPG only), white quiet zone width ``quiet`` (whole modules), ``dictionary``,
-    ``seed``,
-    rod line width ``rod_px`` (px)."""
+    """Sub-samples per edge-pixel side ``supersample``, sensor ``noise`` std (grey levels),
+    ``quality`` (MJPG only), white quiet zone width ``quiet`` (whole modules), ArUco
+    ``dictionary``, noise ``seed``, rod line width ``rod_px`` (px)."""
 
     supersample: int = 6
     noise: float = 1.0
