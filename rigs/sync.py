@@ -1,0 +1,260 @@
+"""Clock synchronization of a video and an encoder log from a motion both of them see.
+
+Convention: ``t_encoder = t_video + offset + drift · t_video`` (s; ``drift`` dimensionless,
+the rate error of the encoder board's clock relative to the camera's).
+
+Two steps:
+
+1. **Coarse** (:func:`coarse_offset`): the speed of the markers in the image (px/s) and the
+   speed the encoder angles predict for the same markers in space (m/s) rise and fall
+   together. Both are resampled onto one uniform grid, normalized, and cross-correlated by
+   FFT over every lag that keeps at least half of the video inside the log. The peak gives
+   the offset to within a frame; its Pearson correlation and its margin over the best peak
+   farther than ``min_separation`` away say how sure that is.
+2. **Fine** (:func:`refine_offset`): a residual function of the offset (the pipeline uses the
+   reprojection error of the markers with the camera pose solved by PnP at each offset) is
+   scanned around the coarse value and a parabola is fitted to its minimum: sub-sample
+   precision, and a standard deviation from the curvature, std² = σ̂² / (½ d²S/dδ²) with
+   σ̂² = S_min / (N − k).
+
+Drift is measured by refining the offset separately on the first and second half of the
+video; it is reported, and applied only when it exceeds three standard deviations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.signal import correlate, correlation_lags
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """Offset (s) and drift of the encoder clock against the video clock, with their
+    standard deviations, the evidence, and whether it is safe to fuse the two."""
+
+    offset: float
+    offset_std: float
+    drift: float
+    drift_std: float
+    correlation: float  # Pearson r of the speed signals at the coarse peak
+    margin: float  # 1 − r(second peak) / r(peak)
+    rms: float  # residual RMS at the refined offset (px for reprojection)
+    confident: bool
+    reason: str
+
+    def to_encoder(self, t_video: np.ndarray) -> np.ndarray:
+        """Encoder-clock times (s) of video times (s)."""
+        return t_video + self.offset + self.drift * t_video
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When to refuse fusion: the coarse peak must correlate at least ``min_correlation``
+    and beat the next peak by ``min_margin``; the refined residual RMS must stay below
+    ``max_rms`` (px)."""
+
+    min_correlation: float = 0.5
+    min_margin: float = 0.15
+    max_rms: float = 3.0
+    min_separation: float = 0.25  # s between the peak and a competing one
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+# ------------------------------------------------------------------------------ signals
+
+
+def point_speed(t: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """RMS over points of the speed of points[N, m, k] (k = 2 px or 3 m); NaN-aware."""
+    v = np.gradient(np.asarray(points, float), t, axis=0)
+    s2 = np.sum(v**2, axis=-1)
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(np.nanmean(s2, axis=1))
+
+
+def _normalized(y: np.ndarray) -> np.ndarray:
+    y = np.where(np.isfinite(y), y, np.nan)
+    y = y - np.nanmean(y)
+    scale = np.nanstd(y)
+    return np.nan_to_num(y / scale if scale > 0 else y)
+
+
+def _resample(t: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return np.full_like(grid, np.nan)
+    out = np.interp(grid, t[ok], y[ok], left=np.nan, right=np.nan)
+    return out
+
+
+# ------------------------------------------------------------------------------ coarse
+
+
+def coarse_offset(
+    t_video: np.ndarray,
+    s_video: np.ndarray,
+    t_encoder: np.ndarray,
+    s_encoder: np.ndarray,
+    thresholds: Thresholds = Thresholds(),
+) -> tuple[float, float, float]:
+    """(offset, r_peak, margin) from cross-correlating two speed signals (see module doc).
+
+    The grid step is the video's median frame period; lags are limited so that at least
+    half of the video lies inside the encoder log.
+    """
+    dt = float(np.median(np.diff(t_video)))
+    grid_v = np.arange(t_video[0], t_video[-1], dt)
+    grid_e = np.arange(t_encoder[0], t_encoder[-1], dt)
+    a = _normalized(_resample(t_video, s_video, grid_v))
+    b = _normalized(_resample(t_encoder, s_encoder, grid_e))
+    if len(a) < 8 or len(b) < 8:
+        return float("nan"), 0.0, 0.0
+    r, lags, n = _windowed_pearson(a, b)
+    valid = n >= 0.5 * len(a)
+    r = np.where(valid, r, -np.inf)
+    best = int(np.argmax(r))
+    r_peak = float(r[best])
+    far = np.abs(lags - lags[best]) * dt > thresholds.min_separation
+    rival = float(np.max(np.where(far & valid, _local_maxima(r), -np.inf), initial=0.0))
+    margin = 1.0 - max(rival, 0.0) / r_peak if r_peak > 0 else 0.0
+    offset = grid_e[0] - grid_v[0] + lags[best] * dt
+    return float(offset), r_peak, float(margin)
+
+
+def _windowed_pearson(a: np.ndarray, b: np.ndarray):
+    """Pearson r of a against the overlapping part of b, for every lag (b[i + lag] ~ a[i]),
+    from FFT correlations of the windowed sums; also the lags and overlap counts."""
+
+    def corr(x, y):
+        return correlate(x, y, mode="full", method="fft")
+
+    ones_a, ones_b = np.ones_like(a), np.ones_like(b)
+    n = np.maximum(np.rint(corr(ones_b, ones_a)), 1.0)
+    sa, sb = corr(ones_b, a), corr(b, ones_a)
+    cov = corr(b, a) - sa * sb / n
+    var_a = corr(ones_b, a * a) - sa**2 / n
+    var_b = corr(b * b, ones_a) - sb**2 / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cov / np.sqrt(np.maximum(var_a * var_b, 0.0))
+    r = np.where(np.isfinite(r), r, -np.inf)
+    return r, correlation_lags(len(b), len(a), mode="full"), n
+
+
+def _local_maxima(r: np.ndarray) -> np.ndarray:
+    """r where it is a local maximum, −inf elsewhere."""
+    peak = np.zeros_like(r, dtype=bool)
+    peak[1:-1] = (r[1:-1] >= r[:-2]) & (r[1:-1] >= r[2:])
+    return np.where(peak, r, -np.inf)
+
+
+# ------------------------------------------------------------------------------ fine
+
+
+def refine_offset(
+    residuals: Callable[[float], np.ndarray],
+    offset0: float,
+    half_width: float,
+    n_params: int = 6,
+    samples: int = 41,
+) -> tuple[float, float, float]:
+    """(offset, std, rms) minimizing S(δ) = ‖residuals(δ)‖² near ``offset0``.
+
+    S is scanned at ``samples`` points over ±``half_width`` (s); a parabola through the
+    lowest point and its neighbours is refined once on a 10× finer scan, and its curvature
+    gives std (see module doc; ``n_params`` are the other fitted unknowns, e.g. 6 for a
+    camera pose).
+    """
+    centre = offset0
+    for width in (half_width, 2.0 * half_width / (samples - 1)):
+        grid = centre + np.linspace(-width, width, samples)
+        S = np.array([_ssr(residuals(d)) for d in grid])
+        i = int(np.clip(np.nanargmin(S), 1, samples - 2))
+        centre, curvature = _parabola_min(grid[i - 1 : i + 2], S[i - 1 : i + 2])
+    res = residuals(centre)
+    n = int(np.sum(np.isfinite(res)))
+    s_min = _ssr(res)
+    sigma2 = s_min / max(n - n_params - 1, 1)
+    std = float(np.sqrt(sigma2 / (0.5 * curvature))) if curvature > 0 else float("inf")
+    rms = float(np.sqrt(s_min / max(n, 1)))
+    return float(centre), std, rms
+
+
+def _ssr(res: np.ndarray) -> float:
+    res = np.asarray(res, float)
+    return float(np.sum(res[np.isfinite(res)] ** 2))
+
+
+def _parabola_min(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Vertex and second derivative of the parabola through three points."""
+    c2, c1, _ = np.polyfit(x - x[1], y, 2)
+    if c2 <= 0:
+        return float(x[int(np.argmin(y))]), 0.0
+    vertex = -c1 / (2 * c2)
+    vertex = float(np.clip(vertex, x[0] - x[1], x[2] - x[1]))
+    return float(x[1] + vertex), float(2 * c2)
+
+
+# ------------------------------------------------------------------------------ together
+
+
+def synchronize(
+    t_video: np.ndarray,
+    s_video: np.ndarray,
+    t_encoder: np.ndarray,
+    s_encoder: np.ndarray,
+    residuals: Callable[[float, np.ndarray], np.ndarray],
+    thresholds: Thresholds = Thresholds(),
+) -> SyncResult:
+    """Coarse offset from the speed signals, refined with ``residuals(offset, frames)`` (the
+    residual vector using only the video frames selected by the boolean mask ``frames``),
+    over all frames, then separately over each half for the drift."""
+    offset0, r_peak, margin = coarse_offset(t_video, s_video, t_encoder, s_encoder, thresholds)
+    if not np.isfinite(offset0):
+        return SyncResult(*([float("nan")] * 4), 0.0, 0.0, float("nan"), False, "too few samples")
+    frame = float(np.median(np.diff(t_video)))
+    everything = np.ones(len(t_video), dtype=bool)
+    offset, std, rms = refine_offset(lambda d: residuals(d, everything), offset0, 1.5 * frame)
+    drift, drift_std = _drift(t_video, residuals, offset, frame)
+    reasons = []
+    if r_peak < thresholds.min_correlation:
+        reasons.append(f"speed signals correlate only {r_peak:.2f} at the best lag")
+    if margin < thresholds.min_margin:
+        reasons.append(f"a second lag correlates almost as well (margin {margin:.2f})")
+    if not rms <= thresholds.max_rms:
+        reasons.append(f"reprojection RMS {rms:.2f} px at the best offset")
+    use_drift = abs(drift) > 3 * drift_std
+    if use_drift:
+        # Re-centre the offset at t_video = 0 under the drift model.
+        mid = 0.5 * (t_video[0] + t_video[-1])
+        offset = offset - drift * mid
+    return SyncResult(
+        offset=offset,
+        offset_std=std,
+        drift=drift if use_drift else 0.0,
+        drift_std=drift_std,
+        correlation=r_peak,
+        margin=margin,
+        rms=rms,
+        confident=not reasons,
+        reason="; ".join(reasons) or "ok",
+    )
+
+
+def _drift(t_video, residuals, offset, frame) -> tuple[float, float]:
+    """Drift (s/s) and its std from offsets refined on each half of the video."""
+    mid = 0.5 * (t_video[0] + t_video[-1])
+    halves = [t_video < mid, t_video >= mid]
+    fits = [refine_offset(lambda d, m=m: residuals(d, m), offset, frame) for m in halves]
+    centres = [float(np.mean(t_video[m])) for m in halves]
+    span = centres[1] - centres[0]
+    if span <= 0:
+        return 0.0, float("inf")
+    drift = (fits[1][0] - fits[0][0]) / span
+    return drift, float(np.hypot(fits[0][1], fits[1][1]) / span)
