@@ -39,8 +39,14 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
 
 @app.command()
 def simulate(
-    rig: Annotated[str, typer.Argument(help="Rig spec TOML, or a built-in rig name (furuta)")],
-    out: Annotated[Path, typer.Option(help="Output folder")],
+    rig: Annotated[
+        str | None, typer.Argument(help="Rig spec TOML, or a built-in rig name (furuta)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder")] = None,
+    sample: Annotated[
+        Path | None,
+        typer.Option(help="Write the sample experiments (videos/) into this folder instead"),
+    ] = None,
     duration: Annotated[float | None, typer.Option(help="Simulated time (s)")] = None,
     dt: Annotated[float | None, typer.Option(help="Integrator time step h (s)")] = None,
     set_: Annotated[
@@ -55,6 +61,15 @@ def simulate(
 ) -> None:
     """Simulate a rig and write encoder-style data, the true parameters and a plot."""
     from rigs.kinds import SimulateOptions, kind_module
+
+    if sample is not None:
+        from rigs.sample import write_samples
+
+        for label, path in write_samples(sample, console).items():
+            console.print(f"[green]wrote[/green] {label}: {path}")
+        return
+    if rig is None or out is None:
+        raise UserError("give a RIG and --out DIR, or --sample DIR for the sample experiments")
     from rigs.spec import load_spec, with_overrides
 
     spec = with_overrides(load_spec(rig.replace("-", "_")), _parse_sets(set_ or []))
@@ -83,6 +98,28 @@ def identify(
         raise UserError(f"no estimator for model {spec.model!r} yet (see the open issues)")
     module.identify(spec, data, out, console)
     console.print(f"[green]wrote[/green] {out / 'estimate.json'}")
+
+
+@app.command()
+def process(
+    folder: Annotated[Path, typer.Argument(help="Folder of recordings (experiments.toml)")],
+    out: Annotated[Path, typer.Option(help="Folder for the reports")] = Path("reports"),
+    jobs: Annotated[int, typer.Option(help="Experiments run in parallel (local processes)")] = 1,
+    scheduler: Annotated[
+        str | None, typer.Option(help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Recompute experiments whose inputs are unchanged")
+    ] = False,
+) -> None:
+    """Discover, track, synchronize and identify every experiment; write reports + index."""
+    from rigs.process import ProcessOptions, process_folder
+
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: give at least 1")
+    index = process_folder(folder, out, ProcessOptions(jobs, scheduler, force), console)
+    console.print(f"[green]wrote[/green] {index}")
+    print(index)
 
 
 def _register_plugins() -> None:

@@ -1,0 +1,341 @@
+"""Run one experiment end to end: calibrate, track, read encoders, synchronize, identify, report.
+
+``run_experiment`` is what ``physid process`` sends to a Dask worker for each experiment. It
+writes into a hidden work folder ``.NAME.partial`` next to the final one and swaps it into
+place only when everything, report included, is written: an interrupted or failed run never
+leaves a half-written report and never replaces a good one. ``summary.json`` (written last)
+records the input hash, so a re-run with unchanged inputs reuses the finished report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from estimation.estimate import Estimate, write_json_atomic
+from rigs.errors import InputError
+from rigs.experiments import Experiment, input_hash
+
+PROGRESS_TOPIC = "physid-progress"
+SUMMARY = "summary.json"
+
+
+# ------------------------------------------------------------------------------ progress
+
+
+def emit(event: dict) -> None:
+    """Send a progress event to the client that submitted the task (Dask worker event log),
+    or nowhere when running outside a worker (tests call ``run_experiment`` directly)."""
+    try:
+        from distributed import get_worker
+
+        get_worker().log_event(PROGRESS_TOPIC, event)
+    except (ImportError, ValueError):
+        pass
+
+
+@dataclass
+class StageLog:
+    """The console handed to the rig modules: lines go to ``log.txt`` and out as progress
+    events tagged with the experiment and the current stage."""
+
+    experiment: str
+    path: Path
+    stage: str = "start"
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    sink: Callable[[dict], None] = emit
+
+    def begin(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[self.stage] = self.timings.get(self.stage, 0.0) + now - self.started
+        self.stage, self.started = stage, now
+        self.print(f"stage {stage}")
+
+    def finish(self) -> None:
+        self.begin("done")
+        self.timings.pop("done", None)
+        self.timings.pop("start", None)
+
+    def print(self, *objects, **_) -> None:
+        text = _plain_text(" ".join(str(o) for o in objects))
+        with open(self.path, "a") as fh:
+            fh.write(f"[{self.stage}] {text}\n")
+        self.sink({"experiment": self.experiment, "stage": self.stage, "message": text})
+
+
+def _plain_text(text: str) -> str:
+    """Drop rich markup like [green]...[/green] from a console line."""
+    return re.sub(r"\[/?[a-z ]+\]", "", text)
+
+
+# ------------------------------------------------------------------------------ one experiment
+
+
+def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dict:
+    """Process one experiment into ``out_root/NAME``; returns its summary (never raises for
+    bad input: the error is in the summary with ``status`` "failed" or "invalid")."""
+    out_root = Path(out_root)
+    final = out_root / exp.name
+    _restore_interrupted_swap(final)
+    if exp.problems:
+        return _summary(exp, "invalid", error="; ".join(exp.problems))
+    try:
+        digest = input_hash(exp, {k: v for k, v in settings.items() if k != "force"})
+    except OSError as exc:
+        return _summary(exp, "invalid", error=f"cannot read an input: {exc}")
+    cached = _cached_summary(final, digest)
+    if cached is not None and not settings.get("force"):
+        emit({"experiment": exp.name, "stage": "done", "message": "unchanged; report reused"})
+        return {**cached, "skipped": True}
+
+    work = out_root / f".{exp.name}.partial"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log = StageLog(exp.name, work / "log.txt")
+    try:
+        result = identify_experiment(exp, work, log, settings)
+        log.begin("report")
+        from estimation.report import write_experiment_report
+
+        summary = _summary(exp, "ok", digest=digest, result=result, timings=log.timings)
+        write_experiment_report(work / "report.html", summary, result.estimate, work)
+        log.finish()
+        summary["timings"] = log.timings
+        write_json_atomic(work / SUMMARY, summary)
+        _swap_into_place(work, final)
+        return summary
+    except Exception as exc:  # noqa: BLE001  (one bad experiment never stops the others)
+        expected = isinstance(exc, InputError)
+        message = str(exc) if expected else f"{type(exc).__name__}: {exc}"
+        log.print(message if expected else traceback.format_exc())
+        kept = out_root / f"{exp.name}.failed.log"
+        shutil.copyfile(work / "log.txt", kept)
+        shutil.rmtree(work, ignore_errors=True)
+        return _summary(exp, "failed", error=message, stage=log.stage, log=kept.name)
+
+
+@dataclass
+class Result:
+    """What the stages produced: the estimate, extra report facts and the files written."""
+
+    estimate: Estimate
+    facts: dict = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: dict) -> Result:
+    """Run the stages the experiment's rig model needs (see ``STAGES``)."""
+    from rigs.kinds import kind_module
+    from rigs.spec import load_spec, with_overrides
+
+    log.begin("spec")
+    spec = with_overrides(load_spec(exp.rig.replace("-", "_")), exp.overrides)
+    kind_module(spec)  # unknown models fail here with the spec's name in the message
+    stages = STAGES.get(spec.model)
+    if stages is None:
+        raise InputError(f"{exp.rig}: no pipeline for model {spec.model!r}")
+    return stages(exp, spec, work, log, settings)
+
+
+# ------------------------------------------------------------------------------ video rigs
+
+
+def camera_for(exp: Experiment, work: Path, log: StageLog):
+    """The camera model: the experiment's camera JSON, or one calibrated from its
+    checkerboard video (saved as ``camera.json`` in the report folder)."""
+    from vision.camera import Camera
+
+    if exp.calibration is not None:
+        log.begin("calibration")
+        log.print(f"camera model from {exp.calibration.name}")
+        return Camera.load(exp.calibration)
+    if exp.calibration_video is None:
+        raise InputError(
+            f'{exp.name}: video needs a camera model; add calibration = "camera.json" or '
+            'calibration_video = "..." with board and square to the manifest'
+        )
+    if not exp.board or not exp.square:
+        raise InputError(
+            f"{exp.name}: calibration_video {exp.calibration_video.name} needs board = "
+            '"COLSxROWS" (inner corners) and square = { value = ..., unit = "mm" }'
+        )
+    from vision.calibrate import calibrate_video, parse_board
+
+    log.begin("calibration")
+    log.print(f"calibrating from {exp.calibration_video.name} ({exp.board}, {exp.square} m)")
+    report = calibrate_video(exp.calibration_video, parse_board(exp.board), exp.square, "fisheye")
+    log.print(f"calibration RMS {report.rms:.3f} px from {len(report.frame_rms)} frames")
+    report.camera.save(work / "camera.json")
+    return report.camera
+
+
+def _frame_ticker(log: StageLog, total: int | None, every: int = 24):
+    def tick(k: int) -> None:
+        if k % every == 0:
+            log.sink(
+                {"experiment": log.experiment, "stage": log.stage, "frames": k, "total": total}
+            )
+
+    return tick
+
+
+def ellipse_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
+    """Ellipse drop: camera → track → IPOPT (J/m, μ); the ground line is the one measured
+    in the video, not the spec's nominal one."""
+    from rigs import ellipse_drop
+
+    facts: dict = {}
+    files: dict[str, str] = {}
+    if exp.poses:
+        poses = exp.poses[0]
+    elif exp.videos:
+        poses, spec = _track_drop(exp, spec, work, log, facts, files)
+    else:
+        raise InputError(f"{exp.name}: the ellipse drop needs a video or a pose CSV")
+    log.begin("identify")
+    estimate = ellipse_drop.identify(spec, [poses], work, log)
+    files["fit"] = "fit.png"
+    return Result(estimate, facts, files)
+
+
+def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, files: dict):
+    from rigs.spec import with_overrides
+    from vision.overlay import write_overlay
+    from vision.posefile import write_pose_csv
+    from vision.scene import scene_from_spec
+    from vision.tracking import track_video
+    from vision.video import open_video
+
+    camera = camera_for(exp, work, log)
+    scene = scene_from_spec(spec)
+    video = exp.videos[0]
+    log.begin("tracking")
+    _, info = open_video(video)
+    result = track_video(video, camera, scene, progress=_frame_ticker(log, info.frames))
+    valid = int((~result.missing.any(axis=1)).sum())
+    log.print(f"{len(result.t)} frames tracked, {valid} poses, ground alpha {result.ground_alpha}")
+    poses = write_pose_csv(work / "poses.csv", result.stream(), result.frame)
+    log.begin("overlay")
+    write_overlay(result, camera, scene, work / "overlay.mp4", info.fps or 30.0)
+    files.update(poses="poses.csv", overlay="overlay.mp4")
+    facts["tracking"] = {
+        "video": video.name,
+        "frames": len(result.t),
+        "valid_poses": valid,
+        "ground_p0_m": result.ground_p0.tolist(),
+        "ground_alpha_rad": float(result.ground_alpha),
+    }
+    p0 = result.ground_p0
+    measured = {
+        "ground_x0": f"{float(p0[0])!r} m",
+        "ground_y0": f"{float(p0[1])!r} m",
+        "ground_alpha": f"{float(result.ground_alpha)!r} rad",
+    }
+    return poses, with_overrides(spec, measured)
+
+
+# ------------------------------------------------------------------------------ encoder rigs
+
+
+def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
+    """Pendulum / Furuta: encoder captures → LM (joint states and parameters)."""
+    from rigs.encoders import read_log
+    from rigs.kinds import kind_module
+
+    if not exp.encoders:
+        raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
+    log.begin("encoders")
+    facts: dict = {"encoders": []}
+    for path in exp.encoders:
+        stream = read_log(path, spec)
+        stats = {k: stream.source.get(k) for k in ("frames", "dropped", "corrupted")}
+        facts["encoders"].append({"file": path.name, "samples": len(stream), **stats})
+        log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
+    log.begin("identify")
+    estimate = kind_module(spec).identify(spec, list(exp.encoders), work, log)
+    return Result(estimate, facts, {"fit": "fit.png"})
+
+
+STAGES: dict[str, Callable[..., Result]] = {
+    "ellipse_drop": ellipse_stages,
+    "pendulum": hinged_stages,
+    "furuta": hinged_stages,
+}
+
+
+# ------------------------------------------------------------------------------ bookkeeping
+
+
+def _summary(exp: Experiment, status: str, **info) -> dict:
+    result: Result | None = info.pop("result", None)
+    summary = {
+        "experiment": exp.name,
+        "status": status,
+        "rig": exp.rig,
+        "inputs": [str(p) for p in exp.input_files()],
+        "truth": _truth(exp),
+        **info,
+    }
+    if result is not None:
+        est = result.estimate
+        summary.update(
+            rig_name=est.rig,
+            parameters={k: vars(v) for k, v in est.parameters.items()},
+            cost=est.cost,
+            cv_cost=est.cv_cost,
+            iterations=est.iterations,
+            converged=est.converged,
+            solver=est.solver,
+            facts=result.facts,
+            files=result.files,
+        )
+    return json.loads(json.dumps(summary, default=_json_default))
+
+
+def _json_default(obj):
+    try:
+        return obj.tolist()
+    except AttributeError:
+        return str(obj)
+
+
+def _truth(exp: Experiment) -> dict | None:
+    if exp.truth is None or not exp.truth.exists():
+        return None
+    try:
+        return json.loads(exp.truth.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _cached_summary(final: Path, digest: str) -> dict | None:
+    try:
+        summary = json.loads((final / SUMMARY).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    ok = summary.get("status") == "ok" and summary.get("digest") == digest
+    return summary if ok else None
+
+
+def _swap_into_place(work: Path, final: Path) -> None:
+    """Replace ``final`` by ``work`` with renames only (a crash in between is repaired by
+    ``_restore_interrupted_swap`` on the next run)."""
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    work.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _restore_interrupted_swap(final: Path) -> None:
+    old = final.with_name(f".{final.name}.old")
+    if old.exists() and not final.exists():
+        old.rename(final)

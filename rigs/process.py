@@ -1,0 +1,193 @@
+"""``physid process FOLDER``: every experiment of a folder through the pipeline, on Dask.
+
+Local runs start a ``LocalCluster`` of ``jobs`` worker processes (one thread each: JAX, IPOPT
+and OpenCV are compute-bound, and separate processes keep them from fighting over the GIL);
+``--scheduler tcp://HOST:PORT`` sends the same tasks to a running Dask cluster whose workers
+have physid installed and see the same file system. Each experiment is one task
+(``rigs.pipeline.run_experiment``); workers report stages and frames through Dask's event log,
+shown here as one progress line per experiment. The index is rewritten after every finished
+experiment, so an interrupted run still leaves a valid ``index.html`` for what is done.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from estimation.estimate import write_json_atomic
+from estimation.report import write_index
+from rigs.experiments import Experiment, discover
+from rigs.pipeline import PROGRESS_TOPIC, run_experiment
+
+
+@dataclass(frozen=True)
+class ProcessOptions:
+    """``jobs``: local worker processes; ``scheduler``: a Dask scheduler address (overrides
+    ``jobs``); ``force``: recompute even when inputs are unchanged."""
+
+    jobs: int = 1
+    scheduler: str | None = None
+    force: bool = False
+
+
+def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Console) -> Path:
+    """Process every experiment in ``folder`` into ``out``; returns the index path."""
+    experiments = discover(folder)
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    _clean_partials(out)
+    settings = {"force": options.force}
+    console.print(
+        f"{len(experiments)} experiment(s) in {folder}: " + ", ".join(e.name for e in experiments)
+    )
+    summaries: dict[str, dict] = {}
+    start = time.perf_counter()
+    with _client(options, console) as client, _ProgressView(experiments, console) as view:
+        client.subscribe_topic(PROGRESS_TOPIC, view.event)
+        futures = {
+            client.submit(
+                run_experiment,
+                exp,
+                out,
+                settings,
+                pure=False,
+                key=f"physid-{exp.name}-{time.time_ns()}",
+            ): exp  # fmt: skip
+            for exp in experiments
+        }
+        from distributed import as_completed
+
+        for future in as_completed(futures):
+            exp = futures[future]
+            summary = _result(future, exp)
+            summaries[exp.name] = summary
+            view.done(exp.name, summary)
+            _write_index(out, experiments, summaries)
+    index = _write_index(out, experiments, summaries)
+    ok = sum(s["status"] == "ok" for s in summaries.values())
+    console.print(
+        f"{ok} of {len(experiments)} experiment(s) reported in {time.perf_counter() - start:.1f} s"
+    )
+    for s in summaries.values():
+        if s["status"] != "ok":
+            console.print(f"[red]{s['experiment']}[/red]: {s['status']}: {s.get('error')}")
+    return index
+
+
+def _result(future, exp: Experiment) -> dict:
+    """The task's summary; a crashed worker becomes a failed summary, never an exception."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001  (a lost worker must not stop the others)
+        return {
+            "experiment": exp.name,
+            "status": "failed",
+            "rig": exp.rig,
+            "error": f"worker failed: {type(exc).__name__}: {exc}",
+        }
+
+
+def _write_index(out: Path, experiments: list[Experiment], summaries: dict) -> Path:
+    ordered = [summaries[e.name] for e in experiments if e.name in summaries]
+    write_json_atomic(out / "index.json", {"experiments": ordered})
+    return write_index(out / "index.html", ordered)
+
+
+def _clean_partials(out: Path) -> None:
+    """Work folders of an interrupted run are incomplete by construction: drop them."""
+    for partial in out.glob(".*.partial"):
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+@contextmanager
+def _client(options: ProcessOptions, console: Console):
+    from distributed import Client, LocalCluster
+
+    if options.scheduler:
+        console.print(f"connecting to the Dask scheduler at {options.scheduler}")
+        with Client(options.scheduler, timeout="30s") as client:
+            yield client
+        return
+    jobs = max(1, int(options.jobs))
+    with (
+        LocalCluster(
+            n_workers=jobs,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=50,
+            memory_limit=0,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+class _ProgressView:
+    """One rich progress line per experiment: its stage, frames where known, and status."""
+
+    def __init__(self, experiments: list[Experiment], console: Console):
+        self.progress = Progress(
+            TextColumn("{task.fields[name]:<12}"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.fields[stage]:<12} {task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.tasks = {}
+        self.lock = threading.Lock()
+        self.experiments = experiments
+
+    def __enter__(self):
+        self.progress.start()
+        for e in self.experiments:
+            self.tasks[e.name] = self.progress.add_task(
+                e.name, total=None, name=e.name, stage="queued", note=""
+            )
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def event(self, event) -> None:
+        """Handler of worker events ``(timestamp, {"experiment", "stage", ...})``."""
+        msg = event[1] if isinstance(event, tuple) else event
+        task = self.tasks.get(msg.get("experiment"))
+        if task is None:
+            return
+        with self.lock:
+            note = msg.get("message", "")
+            fields = {"stage": msg.get("stage", ""), "note": note[:60]}
+            if "frames" in msg:
+                self.progress.update(
+                    task, completed=msg["frames"], total=msg.get("total"), **fields
+                )
+                return
+            self.progress.update(task, **fields)
+
+    def done(self, name: str, summary: dict) -> None:
+        with self.lock:
+            status = summary["status"]
+            note = "reused" if summary.get("skipped") else summary.get("error", "")[:60]
+            colour = "green" if status == "ok" else "red"
+            self.progress.update(
+                self.tasks[name],
+                total=1,
+                completed=1,
+                stage=f"[{colour}]{status}[/{colour}]",
+                note=note,
+            )
+
+
+def load_index(out: Path) -> list[dict]:
+    """The experiments' summaries from ``index.json`` (for tests and scripts)."""
+    return json.loads((Path(out) / "index.json").read_text())["experiments"]
