@@ -5,20 +5,21 @@ the rate error of the encoder board's clock relative to the camera's).
 
 Two steps:
 
-1. **Coarse** (:func:`coarse_offset`): the speed of the markers in the image (px/s) and the
-   speed the encoder angles predict for the same markers in space (m/s) rise and fall
-   together. Both are resampled onto one uniform grid, normalized, and cross-correlated by
-   FFT over every lag that keeps at least half of the video inside the log. The peak gives
-   the offset to within a frame; its Pearson correlation and its margin over the best peak
-   farther than ``min_separation`` away say how sure that is.
+1. **Coarse** (:func:`coarse_candidates`): the speed of the markers in the image (px/s) and
+   the speed the encoder angles predict for the same markers in space (m/s) rise and fall
+   together. Both are resampled onto one uniform grid at the video's frame period and their
+   windowed Pearson correlation is computed by FFT for every lag that keeps at least half of
+   the video inside the log. The best few peaks are the candidates.
 2. **Fine** (:func:`refine_offset`): a residual function of the offset (the pipeline uses the
    reprojection error of the markers with the camera pose solved by PnP at each offset) is
-   scanned around the coarse value and a parabola is fitted to its minimum: sub-sample
-   precision, and a standard deviation from the curvature, std² = σ̂² / (½ d²S/dδ²) with
-   σ̂² = S_min / (N − k).
+   scanned around each candidate and a parabola is fitted to its minimum: sub-sample
+   precision. The candidate with the smallest residual wins; how much smaller than the
+   runner-up is the ``margin``.
 
-Drift is measured by refining the offset separately on the first and second half of the
-video; it is reported, and applied only when it exceeds three standard deviations.
+The offset's standard deviation and the drift come from batch means: the offset refined on
+each of 8 contiguous blocks of frames, a straight line through them (slope = drift, kept only
+beyond three standard deviations), and the scatter about it. The curvature of the residual
+alone would assume independent errors; encoder quantization makes them correlated in time.
 """
 
 from __future__ import annotations
@@ -102,9 +103,28 @@ def coarse_offset(
     s_video: np.ndarray,
     t_encoder: np.ndarray,
     s_encoder: np.ndarray,
-    thresholds: Thresholds = Thresholds(),
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> tuple[float, float, float]:
-    """(offset, r_peak, margin) from cross-correlating two speed signals (see module doc).
+    """(offset, r_peak, margin) of the best lag; see :func:`coarse_candidates`."""
+    found = coarse_candidates(t_video, s_video, t_encoder, s_encoder, thresholds, 2)
+    if not found:
+        return float("nan"), 0.0, 0.0
+    r_peak = found[0][1]
+    rival = found[1][1] if len(found) > 1 else 0.0
+    margin = 1.0 - max(rival, 0.0) / r_peak if r_peak > 0 else 0.0
+    return found[0][0], r_peak, float(margin)
+
+
+def coarse_candidates(
+    t_video: np.ndarray,
+    s_video: np.ndarray,
+    t_encoder: np.ndarray,
+    s_encoder: np.ndarray,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    count: int = 3,
+) -> list[tuple[float, float]]:
+    """Up to ``count`` (offset, r) pairs: the best lags of the speed-signal correlation,
+    at least ``min_separation`` apart, best first (see module doc).
 
     The grid step is the video's median frame period; lags are limited so that at least
     half of the video lies inside the encoder log.
@@ -115,17 +135,17 @@ def coarse_offset(
     a = _normalized(_resample(t_video, s_video, grid_v))
     b = _normalized(_resample(t_encoder, s_encoder, grid_e))
     if len(a) < 8 or len(b) < 8:
-        return float("nan"), 0.0, 0.0
+        return []
     r, lags, n = _windowed_pearson(a, b)
-    valid = n >= 0.5 * len(a)
-    r = np.where(valid, r, -np.inf)
-    best = int(np.argmax(r))
-    r_peak = float(r[best])
-    far = np.abs(lags - lags[best]) * dt > thresholds.min_separation
-    rival = float(np.max(np.where(far & valid, _local_maxima(r), -np.inf), initial=0.0))
-    margin = 1.0 - max(rival, 0.0) / r_peak if r_peak > 0 else 0.0
-    offset = grid_e[0] - grid_v[0] + lags[best] * dt
-    return float(offset), r_peak, float(margin)
+    peaks = np.where(n >= 0.5 * len(a), _local_maxima(r), -np.inf)
+    found: list[tuple[float, float]] = []
+    for i in np.argsort(peaks)[::-1]:
+        if not np.isfinite(peaks[i]) or len(found) == count:
+            break
+        offset = grid_e[0] - grid_v[0] + lags[i] * dt
+        if all(abs(offset - o) > thresholds.min_separation for o, _ in found):
+            found.append((float(offset), float(peaks[i])))
+    return found
 
 
 def _windowed_pearson(a: np.ndarray, b: np.ndarray):
@@ -210,51 +230,70 @@ def synchronize(
     t_encoder: np.ndarray,
     s_encoder: np.ndarray,
     residuals: Callable[[float, np.ndarray], np.ndarray],
-    thresholds: Thresholds = Thresholds(),
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    blocks: int = 8,
 ) -> SyncResult:
-    """Coarse offset from the speed signals, refined with ``residuals(offset, frames)`` (the
-    residual vector using only the video frames selected by the boolean mask ``frames``),
-    over all frames, then separately over each half for the drift."""
-    offset0, r_peak, margin = coarse_offset(t_video, s_video, t_encoder, s_encoder, thresholds)
-    if not np.isfinite(offset0):
+    """Offset and drift from the speed signals and ``residuals(offset, frames)`` (the residual
+    vector of the video frames selected by the boolean mask ``frames``).
+
+    Each coarse candidate is refined on all frames and the one with the smallest residual
+    wins (a quasi-periodic motion can make a wrong lag correlate almost as well, but it
+    cannot reproject as well). Then the offset is refined on ``blocks`` contiguous blocks of
+    frames: a straight line through the block offsets gives the drift, and the scatter about
+    it the standard deviations (batch means: honest when residuals are correlated in time,
+    e.g. by encoder quantization, where the curvature std alone is too small).
+    """
+    found = coarse_candidates(t_video, s_video, t_encoder, s_encoder, thresholds)
+    if not found:
         return SyncResult(*([float("nan")] * 4), 0.0, 0.0, float("nan"), False, "too few samples")
     frame = float(np.median(np.diff(t_video)))
     everything = np.ones(len(t_video), dtype=bool)
-    offset, std, rms = refine_offset(lambda d: residuals(d, everything), offset0, 1.5 * frame)
-    drift, drift_std = _drift(t_video, residuals, offset, frame)
+    fits = [refine_offset(lambda d: residuals(d, everything), o, 1.5 * frame) for o, _ in found]
+    order = np.argsort([f[2] for f in fits])
+    offset, curvature_std, rms = fits[order[0]]
+    r_peak = found[order[0]][1]
+    rival_rms = fits[order[1]][2] if len(fits) > 1 else float("inf")
+    margin = 1.0 - rms / rival_rms if np.isfinite(rival_rms) else 1.0
+    offset, offset_std, drift, drift_std = _batch_means(
+        t_video, residuals, offset, frame, blocks, curvature_std
+    )
     reasons = []
     if r_peak < thresholds.min_correlation:
         reasons.append(f"speed signals correlate only {r_peak:.2f} at the best lag")
     if margin < thresholds.min_margin:
-        reasons.append(f"a second lag correlates almost as well (margin {margin:.2f})")
+        reasons.append(f"another lag reprojects almost as well ({rms:.2f} vs {rival_rms:.2f} px)")
     if not rms <= thresholds.max_rms:
         reasons.append(f"reprojection RMS {rms:.2f} px at the best offset")
-    use_drift = abs(drift) > 3 * drift_std
-    if use_drift:
-        # Re-centre the offset at t_video = 0 under the drift model.
-        mid = 0.5 * (t_video[0] + t_video[-1])
-        offset = offset - drift * mid
     return SyncResult(
-        offset=offset,
-        offset_std=std,
-        drift=drift if use_drift else 0.0,
-        drift_std=drift_std,
-        correlation=r_peak,
-        margin=margin,
-        rms=rms,
+        offset=float(offset),
+        offset_std=float(offset_std),
+        drift=float(drift),
+        drift_std=float(drift_std),
+        correlation=float(r_peak),
+        margin=float(margin),
+        rms=float(rms),
         confident=not reasons,
         reason="; ".join(reasons) or "ok",
     )
 
 
-def _drift(t_video, residuals, offset, frame) -> tuple[float, float]:
-    """Drift (s/s) and its std from offsets refined on each half of the video."""
-    mid = 0.5 * (t_video[0] + t_video[-1])
-    halves = [t_video < mid, t_video >= mid]
-    fits = [refine_offset(lambda d, m=m: residuals(d, m), offset, frame) for m in halves]
-    centres = [float(np.mean(t_video[m])) for m in halves]
-    span = centres[1] - centres[0]
-    if span <= 0:
-        return 0.0, float("inf")
-    drift = (fits[1][0] - fits[0][0]) / span
-    return drift, float(np.hypot(fits[0][1], fits[1][1]) / span)
+def _batch_means(t_video, residuals, offset, frame, blocks, curvature_std):
+    """(offset at t_video = 0, its std, drift, drift std) from per-block refined offsets.
+
+    The drift is kept only when it exceeds three of its standard deviations; otherwise the
+    offset is the mean of the block offsets."""
+    idx = np.array_split(np.arange(len(t_video)), blocks)
+    masks = [np.isin(np.arange(len(t_video)), i) for i in idx]
+    o = np.array([refine_offset(lambda d, m=m: residuals(d, m), offset, frame)[0] for m in masks])
+    tb = np.array([float(np.mean(t_video[i])) for i in idx])
+    A = np.column_stack([np.ones_like(tb), tb - tb.mean()])
+    coef, *_ = np.linalg.lstsq(A, o, rcond=None)
+    dof = max(blocks - 2, 1)
+    s2 = float(np.sum((o - A @ coef) ** 2)) / dof
+    cov = s2 * np.linalg.inv(A.T @ A)
+    drift, drift_std = float(coef[1]), float(np.sqrt(cov[1, 1]))
+    if abs(drift) > 3 * drift_std:
+        mean_std = float(np.sqrt(cov[0, 0]))
+        return coef[0] - drift * tb.mean(), max(mean_std, curvature_std), drift, drift_std
+    mean_std = float(np.std(o, ddof=1) / np.sqrt(blocks))
+    return float(np.mean(o)), max(mean_std, curvature_std), 0.0, drift_std
