@@ -19,6 +19,96 @@ from rigs.sync import DEFAULT_THRESHOLDS, SyncResult, Thresholds, point_speed, s
 
 
 @dataclass(frozen=True)
+class VideoMarkers:
+    """Markers fixed on a rig's bodies (spec ``[video]``): ArUco ``ids``, ``body`` index,
+    ``points`` [m, 3], ``normals`` [m, 3] and ``ups`` [m, 3] in the body frames (m), the
+    black square's ``side`` (m), the ``dictionary``, and the centre noise std (px)."""
+
+    names: tuple[str, ...]
+    ids: tuple[int, ...]
+    body: tuple[int, ...]
+    points: np.ndarray
+    normals: np.ndarray
+    ups: np.ndarray
+    side: float
+    dictionary: str
+    noise_px: float
+
+
+def video_markers(spec) -> VideoMarkers | None:
+    """The spec's ``[video]`` markers, or None when the rig declares none."""
+    table = spec.sections.get("video")
+    if table is None:
+        return None
+    markers = table.get("markers")
+    if not isinstance(markers, dict) or not markers:
+        raise spec.error("video.markers", "no markers; add [video.markers.NAME] tables")
+    rows = []
+    for name, m in markers.items():
+        where = f"video.markers.{name}"
+        try:
+            point = np.array(m["position"]["value"], float) * _length_scale(m["position"]["unit"])
+            row = (name, int(m["id"]), int(m["body"]), point, _unit(m["normal"]), _unit(m["up"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise spec.error(
+                where,
+                f'needs id, body, position = {{ value = [x, y, z], unit = "mm" }}, '
+                f"normal = [..] and up = [..] ({exc})",
+            ) from None
+        if point.shape != (3,):
+            raise spec.error(where, "position needs 3 coordinates")
+        rows.append(row)
+    names, ids, body, points, normals, ups = zip(*rows, strict=True)
+    side = spec.section_value("video", "side", "m")
+    noise = table.get("noise", {"value": 0.5, "unit": "px"})
+    if not isinstance(noise, dict) or noise.get("unit") != "px":
+        raise spec.error("video.noise", 'write noise = { value = 0.5, unit = "px" }')
+    return VideoMarkers(
+        names, ids, body, np.stack(points), np.stack(normals), np.stack(ups), side,
+        str(table.get("dictionary", "DICT_4X4_50")), float(noise["value"]),
+    )  # fmt: skip
+
+
+def _length_scale(unit: str) -> float:
+    from rigs.units import to_si
+
+    return to_si(1.0, unit)
+
+
+def _unit(v) -> np.ndarray:
+    v = np.asarray(v, float)
+    n = np.linalg.norm(v)
+    if v.shape != (3,) or n == 0:
+        raise ValueError(f"{v.tolist()} is not a nonzero 3-vector")
+    return v / n
+
+
+def marker_kinematics(rig, markers: VideoMarkers):
+    """``frames(angles[N, k]) -> (centres, normals, ups)`` each [N, m, 3] in the world (m),
+    through the rig's own zero-violation configuration at those joint angles."""
+    import jax
+    import jax.numpy as jnp
+
+    from dynamics.quaternion import rotate
+
+    body = jnp.asarray(markers.body)
+    vecs = jnp.stack([markers.points, markers.normals, markers.ups])  # [3, m, 3]
+
+    def one(a):
+        r, e = rig.state_from_angles(a)
+        turn = jax.vmap(jax.vmap(rotate), in_axes=(None, 0))(e[body], vecs)
+        return r[body] + turn[0], turn[1], turn[2]
+
+    batched = jax.jit(jax.vmap(one))
+
+    def frames(angles: np.ndarray):
+        c, n, u = batched(jnp.asarray(angles, float))
+        return np.asarray(c), np.asarray(n), np.asarray(u)
+
+    return frames
+
+
+@dataclass(frozen=True)
 class CameraPose:
     """Camera-from-world rotation ``R_cw`` [3, 3] and translation ``t_cw`` [3] (m):
     x_camera = R_cw x_world + t_cw."""

@@ -6,10 +6,10 @@ one manifest ``experiments.toml``:
 - ``drop``: an ellipse dropped on the sloped bar of the Gabiccini–Fusco rig, simulated with
   IRC (dynamics.planar_contact) and rendered through the fisheye action camera at 240 fps,
   plus a checkerboard calibration video of the same camera. Only video.
-- ``furuta``: a Furuta pendulum driven near resonance (open-loop "swing-up" voltage), Table
-  G.5 truth, recorded by the encoder board as a raw ``.bin`` capture whose board clock starts
-  ``clock_offset`` seconds before the video's first frame, and (when the marker renderer is
-  available) filmed with ArUco markers on both arms.
+- ``furuta``: a Furuta pendulum driven near resonance (open-loop chirp voltage), Table G.5
+  truth, recorded by the encoder board as a raw ``.bin`` capture whose board clock reads
+  ``clock_offset`` s at the video's first frame, and filmed at 120 fps with the ArUco markers
+  of the spec's ``[video]`` table (``furuta.mp4`` + ``furuta-camera.json``).
 - ``pendulum``: the Section 4.2 pendulum released near the top, encoder capture only.
 
 Everything is a deterministic function of the constants below (fixed seeds, float64 JAX on the
@@ -52,8 +52,17 @@ class EncoderScenario:
     drive_hz: tuple[float, float] = (1.0, 1.0)  # chirp start and end frequency (Hz)
     rate: float = 1000.0  # encoder frames per second
     board_t0: float = 0.0  # board clock (s since power-up) at the first sample
-    clock_offset: float = 0.0  # board clock minus video clock (s)
     seed: int = 0
+    video_start: float | None = None  # s into the recording when the camera starts (None: none)
+    video_duration: float = 0.0  # s
+    fps: float = 120.0
+    camera_eye: tuple[float, float, float] = (0.5, 0.1, 0.0)  # m, world frame of the rig
+    camera_target: tuple[float, float, float] = (0.15, 0.0, 0.0)
+
+    @property
+    def clock_offset(self) -> float | None:
+        """Board clock minus video clock (s)."""
+        return None if self.video_start is None else self.board_t0 + self.video_start
 
 
 DROP = DropScenario()
@@ -63,8 +72,9 @@ FURUTA = EncoderScenario(
     drive_amplitude=3.0,
     drive_hz=(0.9, 1.3),
     board_t0=42.123457,
-    clock_offset=42.123457 - 0.0,
     seed=11,
+    video_start=0.5,
+    video_duration=5.0,
 )
 PENDULUM = EncoderScenario(duration=6.0, angles0=(3.0,), board_t0=7.5, seed=5)
 
@@ -74,8 +84,9 @@ def write_samples(folder: str | Path, console) -> dict[str, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
-    pendulum, _ = _write_capture(folder, "pendulum", "pendulum", PENDULUM, console)
-    furuta, furuta_fixed = _write_capture(folder, "furuta", "furuta", FURUTA, console)
+    pendulum, _, _ = _write_capture(folder, "pendulum", "pendulum", PENDULUM, console)
+    furuta, furuta_fixed, motion = _write_capture(folder, "furuta", "furuta", FURUTA, console)
+    furuta.update(write_marker_video(folder, "furuta", "furuta", FURUTA, motion, console))
     written.update(pendulum)
     written.update(furuta)
     written.update(write_drop(folder, console))
@@ -133,7 +144,7 @@ def capture_bytes(spec: RigSpec, t: np.ndarray, angles: np.ndarray, u: np.ndarra
 def _write_capture(folder: Path, name: str, spec_name: str, scenario: EncoderScenario, console):
     spec = load_spec(spec_name)
     console.print(f"sample {name}: simulating {scenario.duration:g} s of {spec.name} ...")
-    t_fine, q, angles, u, truth, rig = simulate_hinged(spec, scenario)
+    t_fine, _, angles, u, truth, rig = simulate_hinged(spec, scenario)
     stride = int(round(1.0 / (scenario.rate * (t_fine[1] - t_fine[0]))))
     t = t_fine[::stride]
     path = folder / f"{name}.bin"
@@ -149,7 +160,8 @@ def _write_capture(folder: Path, name: str, spec_name: str, scenario: EncoderSce
         "note": "clock_offset_s = board clock minus video clock (s)",
     }
     truth_path = write_json_atomic(folder / f"{name}.truth.json", doc)
-    return {f"{name} capture": path, f"{name} truth": truth_path}, fixed_truth(spec, rig, truth)
+    written = {f"{name} capture": path, f"{name} truth": truth_path}
+    return written, fixed_truth(spec, rig, truth), (t_fine, angles)
 
 
 def fixed_truth(spec: RigSpec, rig, truth: dict) -> dict[str, str]:
@@ -161,6 +173,36 @@ def fixed_truth(spec: RigSpec, rig, truth: dict) -> dict[str, str]:
         for k, v in truth.items()
         if k not in spec.parameters and v != rig.values[k]
     }
+
+
+def write_marker_video(folder: Path, name: str, spec_name: str, scenario, motion, console):
+    """Film the simulated rig: the spec's [video] markers at the true joint angles
+    (interpolated from the fine simulation steps) through the 800x600 action camera."""
+    from rigs.fusion import marker_kinematics, video_markers
+    from rigs.kinds import kind_module
+    from vision.camera import action_camera
+    from vision.markers3d import look_at, render_marker_video
+
+    spec = load_spec(spec_name)
+    markers = video_markers(spec)
+    rig = kind_module(spec).build(spec)
+    t_fine, fine = motion
+    n = int(round(scenario.video_duration * scenario.fps))
+    t_video = np.arange(n) / scenario.fps
+    t_sim = t_video + scenario.video_start
+    angles = np.column_stack([np.interp(t_sim, t_fine, col) for col in fine.T])
+    centres, normals, ups = marker_kinematics(rig, markers)(angles)
+    camera = action_camera(800, 600)
+    R_cw, t_cw = look_at(scenario.camera_eye, scenario.camera_target)
+    console.print(f"sample {name}: rendering {n} frames of the markers at {scenario.fps:g} fps")
+    video = folder / f"{name}.mp4"
+    render_marker_video(
+        video, camera, R_cw, t_cw, centres, normals, ups, markers.ids, markers.side,
+        fps=scenario.fps,
+    )  # fmt: skip
+    video.with_name(video.name + ".truth.npz").unlink(missing_ok=True)
+    camera.save(folder / f"{name}-camera.json")
+    return {f"{name} video": video, f"{name} camera": folder / f"{name}-camera.json"}
 
 
 # ------------------------------------------------------------------------------ ellipse drop
@@ -243,6 +285,8 @@ truth = "drop.truth.json"
 [experiments.furuta]
 rig = "furuta"
 encoder = "furuta.bin"
+video = "furuta.mp4"
+calibration = "furuta-camera.json"
 truth = "furuta.truth.json"
 {furuta_set}
 
