@@ -85,7 +85,10 @@ class IpoptSettings:
     obj_change_tol: float = 1e-4
     min_frames: int = 8
     structure: str = "stepwise"
+    hessian: str = "exact"
+    parameter_stop: bool = True
     print_level: int = 0
+    ipopt_extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,10 @@ class ContactFit:
     status: str
     wall_s: float
     stats: dict = field(default_factory=dict)
+    x: np.ndarray | None = None
+    lam_g: np.ndarray | None = None
+    lam_x: np.ndarray | None = None
+    problem: object = None
 
 
 def fine_grid(t_m: np.ndarray, h_max: float) -> tuple[np.ndarray, np.ndarray]:
@@ -174,40 +181,38 @@ def identify_contact(
     t_m = np.asarray(t_m, float)
     q_m = np.asarray(q_m, float)
     check_informative(t_m, q_m, geometry, settings)
-    problem = build_nlp(t_m, q_m, geometry, settings)
     t0 = time.perf_counter()
-    sol = problem.solver(
-        x0=problem.x0, lbx=problem.lbx, ubx=problem.ubx, lbg=problem.lbg, ubg=problem.ubg
-    )
-    wall = time.perf_counter() - t0
-    stats = problem.solver.stats()
-    x = np.array(sol["x"]).ravel()
-    parts = problem.unpack(x)
-    a2 = geometry.a**2
-    fit = float(problem.f_fit(x))
-    gam = float(problem.f_gamma(x))
+    problem = build_nlp(t_m, q_m, geometry, settings)
+    build = time.perf_counter() - t0
+    sol = _solve(problem, problem.x0)
+    parts = sol["parts"]
     return ContactFit(
-        j_over_m=float(parts["r_hat"]) * a2,
+        j_over_m=float(parts["r_hat"]) * geometry.a**2,
         mu=float(parts["mu"]),
         t=problem.t,
         q=parts["q"],
         v=parts["v"],
         pn=parts["pn"],
-        pt=parts["pp"] - parts["pm"],
+        pt=parts["pt"],
         lam=parts["lam"],
         frame_index=problem.frame_index,
-        cost_fit=fit,
-        cost_gamma=gam,
-        iterations=int(stats.get("iter_count", -1)),
-        success=bool(stats.get("success", False)),
-        status=str(stats.get("return_status", "")),
-        wall_s=wall,
+        cost_fit=float(problem.f_fit(sol["x"])),
+        cost_gamma=float(problem.f_gamma(sol["x"])),
+        iterations=sol["iterations"],
+        success=sol["success"],
+        status=sol["status"],
+        wall_s=sol["wall"],
         stats={
-            "t_wall_total": wall,
+            "build_s": build,
+            "ipopt_s": sol["wall"],
             "n_variables": int(problem.x0.size),
             "n_constraints": int(problem.lbg.size),
             **problem.sparsity,
         },
+        x=sol["x"],
+        lam_g=sol["lam_g"],
+        lam_x=sol["lam_x"],
+        problem=problem,
     )
 
 
@@ -225,36 +230,325 @@ class _Problem:
     f_fit: ca.Function
     f_gamma: ca.Function
     sparsity: dict
+    callback: object = None  # keeps the iteration callback alive as long as the solver
 
 
-def _warm_start(t, t_m, q_m, geometry: ContactGeometry):
+def _solve(problem: _Problem, x0: np.ndarray) -> dict:
+    """Run IPOPT on ``problem`` from ``x0``; the solution, its parts and IPOPT's statistics."""
+    t0 = time.perf_counter()
+    sol = problem.solver(x0=x0, lbx=problem.lbx, ubx=problem.ubx, lbg=problem.lbg, ubg=problem.ubg)
+    wall = time.perf_counter() - t0
+    stats = problem.solver.stats()
+    x = np.array(sol["x"]).ravel()
+    settled = problem.callback is not None and problem.callback.stopped
+    return {
+        "x": x,
+        "lam_g": np.array(sol["lam_g"]).ravel(),
+        "lam_x": np.array(sol["lam_x"]).ravel(),
+        "parts": problem.unpack(x),
+        "wall": wall,
+        "iterations": int(stats.get("iter_count", -1)),
+        "success": bool(stats.get("success", False)) or settled,
+        "status": "Parameters_Settled" if settled else str(stats.get("return_status", "")),
+    }
+
+
+def _warm_start(t, t_m, q_m, geometry: ContactGeometry, s: IpoptSettings):
     """Initial trajectory from the observations: linear interpolation on the fine grid.
 
     Velocities follow from (17); impulses per unit mass from (16) projected on n and d+
-    (clipped to the feasible signs) so that the initial point nearly satisfies the dynamics.
+    (clipped to the feasible signs and the initial cone, so the start satisfies the cone)
+    so that the initial point nearly satisfies the dynamics; lambda starts at the slip
+    speed |u_t| so that the slacks of (18) hold. (Zeroing the impulses away from the ground
+    was tried and made IPOPT less reliable: it then had to create every impulse itself.)
     """
     q = np.column_stack([np.interp(t, t_m, q_m[:, j]) for j in range(3)])
     h = np.diff(t)
     v = np.zeros_like(q)
     v[1:] = np.diff(q, axis=0) / h[:, None]
     v[0] = v[1]
-    n = np.array([-np.sin(geometry.alpha), np.cos(geometry.alpha)])
-    d = np.array([np.cos(geometry.alpha), np.sin(geometry.alpha)])
+    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
+    _, Nb, Tp = _geometry_numeric(q[:-1], geo)
     acc = np.diff(v[:, :2], axis=0) + h[:, None] * np.array([0.0, GRAVITY])
-    pn = np.maximum(acc @ n, 0.0)
-    pt = acc @ d
-    return q, v, pn, np.maximum(pt, 0.0), np.maximum(-pt, 0.0)
+    pn = np.maximum(np.sum(acc * Nb[:, :2], axis=1), 0.0)
+    pt = np.clip(np.sum(acc * Tp[:, :2], axis=1), -s.mu_initial * pn, s.mu_initial * pn)
+    lam = np.abs(np.sum(Tp * v[1:], axis=1))
+    return q, v, np.vstack([pn, np.maximum(pt, 0.0), np.maximum(-pt, 0.0), lam])
+
+
+def _geometry_numeric(q: np.ndarray, geo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gap [K], N [K, 3] and T+ [K, 3] at poses q [K, 3] (the shared SX geometry, mapped)."""
+    qs = ca.SX.sym("q", 3)
+    g, Nb, Tp, _ = contact_geometry_sx(qs, *geo)
+    fn = ca.Function("geometry", [qs], [g, Nb, Tp]).map(len(q))
+    g, Nb, Tp = fn(q.T)
+    return np.array(g).ravel(), np.array(Nb).T, np.array(Tp).T
+
+
+class _ParameterStop(ca.Callback):
+    """IPOPT iteration callback: stop once J/m and mu have settled and (16)-(17) hold.
+
+    The l1 complementarity penalty leaves a long tail of iterations that only move impulses
+    between neighbouring steps (objective changes of ~0.1 %); J/m and mu stop moving long
+    before (measured: settled by iteration ~120 of ~300 at 240 fps). Stop when, over the
+    last ``window`` iterations, J/m moved less than ``rtol`` relative, mu less than ``atol``
+    and the largest equality violation is below ``ctol``. Tolerances are an order of
+    magnitude below the parameters' standard deviations (~1 % and ~0.01 at 1 mm noise).
+    """
+
+    def __init__(self, nx, ng, n_eq, window=15, rtol=1e-3, atol=1e-3, ctol=1e-6):
+        ca.Callback.__init__(self)
+        self.nx, self.ng, self.n_eq = nx, ng, n_eq
+        self.window, self.rtol, self.atol, self.ctol = window, rtol, atol, ctol
+        self.history: list[tuple[float, float]] = []
+        self.stopped = False
+        self.construct("parameter_stop", {})
+
+    def get_n_in(self):
+        return ca.nlpsol_n_out()
+
+    def get_n_out(self):
+        return 1
+
+    def get_name_in(self, i):
+        return ca.nlpsol_out(i)
+
+    def get_name_out(self, i):
+        return "ret"
+
+    def get_sparsity_in(self, i):
+        name = ca.nlpsol_out(i)
+        if name == "f":
+            return ca.Sparsity.scalar()
+        if name in ("x", "lam_x"):
+            return ca.Sparsity.dense(self.nx)
+        if name in ("g", "lam_g"):
+            return ca.Sparsity.dense(self.ng)
+        return ca.Sparsity(0, 0)
+
+    def eval(self, arg):
+        x, g = np.array(arg[0]).ravel(), np.array(arg[2]).ravel()
+        self.history.append((float(x[0]), float(x[1])))
+        if len(self.history) <= self.window:
+            return [0]
+        recent = np.array(self.history[-self.window - 1 :])
+        settled = (
+            np.ptp(recent[:, 0]) < self.rtol * abs(recent[-1, 0])
+            and np.ptp(recent[:, 1]) < self.atol
+            and np.max(np.abs(g[: self.n_eq]), initial=0.0) < self.ctol
+        )
+        self.stopped = bool(settled)
+        return [1 if settled else 0]
+
+
+def _step_function(geometry: ContactGeometry) -> ca.Function:
+    """Residuals of one fine step k -> k+1 of NLP (27), as one SX Function (mapped over k).
+
+    Inputs: q^k, v^k, v^{k+1} (3 each; v^{k+1} = (q^{k+1} - q^k)/h is (17) substituted),
+    p = (p_n, dp, lambda) per unit mass (m/s), r_hat, mu, h (s). Outputs:
+
+    * the 3 equalities (16)/m;
+    * 5 inequalities: gap g_n(q^k) >= 0, the friction slacks lambda -+ u_t >= 0 of (18) and
+      the cone mu p_n -+ dp >= 0. With dp = p_+ - p_- free instead of p_+, p_- >= 0 the cone
+      |dp| <= mu p_n is the exact 2D friction cone (Section 3.4) with one variable fewer;
+    * the Gamma products of (26): gap p_n g and friction
+      p_+ (u_t + lambda) + p_- (lambda - u_t) + lambda (mu p_n - p_+ - p_-)
+      = u_t dp + lambda mu p_n, the maximum-dissipation gap (>= 0 on the feasible set, zero
+      iff (18) holds), written in dp directly.
+    """
+    a2 = geometry.a**2
+    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
+    qk, vk, vk1 = (ca.SX.sym(n, 3) for n in ("qk", "vk", "vk1"))
+    p = ca.SX.sym("p", 3)
+    r_hat, mu, h = ca.SX.sym("r_hat"), ca.SX.sym("mu"), ca.SX.sym("h")
+    g, Nb, Tp, _ = contact_geometry_sx(qk, *geo)
+    pn, dp, lam = p[0], p[1], p[2]
+    dv = vk1 - vk
+    eq = ca.vertcat(
+        dv[:2] - Nb[:2] * pn - Tp[:2] * dp + h * ca.vertcat(0, GRAVITY),
+        # Rotational row multiplied through by the unknown r_hat = (J/m)/a^2: bilinear, no
+        # division by a decision variable.
+        r_hat * dv[2] - (Nb[2] * pn + Tp[2] * dp) / a2,
+    )
+    ut = ca.dot(Tp, vk1)
+    ineq = ca.vertcat(g, lam + ut, lam - ut, mu * pn - dp, mu * pn + dp)
+    gam_gap = pn * g
+    gam_fric = ut * dp + lam * mu * pn
+    return ca.Function("step27", [qk, vk, vk1, p, r_hat, mu, h], [eq, ineq, gam_gap, gam_fric])
 
 
 def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem:
-    """Build NLP (27) with the weighting rule of the module docstring."""
+    """Build NLP (27) with the weighting rule of the module docstring.
+
+    Decision vector: r_hat, mu, v^0, q^0..q^N, then (p_n, dp, lambda) per step. The
+    velocities v^1..v^N are not variables: (17) defines them, v^{k+1} = (q^{k+1} - q^k)/h,
+    and substituting it removes 3N variables and 3N equalities (the KKT system IPOPT
+    factorizes every iteration shrinks from ~20N to ~13N rows) without changing the NLP.
+    """
+    if s.structure == "dense":
+        return _build_dense(t_m, q_m, geometry, s)
+    if s.structure != "stepwise":
+        raise ValueError(f"structure must be 'stepwise' or 'dense', got {s.structure!r}")
+    t, frame_index = fine_grid(t_m, s.h_max)
+    N = len(t) - 1
+    h = np.diff(t)
+    a2 = geometry.a**2
+    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
+    q_init, v_init, p4 = _warm_start(t, t_m, q_m, geometry, s)
+    p_init = np.vstack([p4[0], p4[1] - p4[2], p4[3]])
+    w_gap, w_fric = _penalty_weights(t_m, v_init, s)
+
+    r_hat, mu = ca.SX.sym("r_hat"), ca.SX.sym("mu")
+    v0, Q, P = ca.SX.sym("v0", 3), ca.SX.sym("Q", 3, N + 1), ca.SX.sym("P", 3, N)
+    Vv = ca.horzcat(v0, (Q[:, 1:] - Q[:, :N]) / ca.repmat(ca.DM(h).T, 3, 1))
+    step = _step_function(geometry).map(N, "serial")
+    eq, ineq, gam_gap, gam_fric = step(Q[:, :N], Vv[:, :N], Vv[:, 1:], P, r_hat, mu, ca.DM(h).T)
+    g_last = contact_geometry_sx(Q[:, N], *geo)[0]
+    sig = np.array([s.sigma_pos, s.sigma_pos, s.sigma_theta])
+    Qm = Q[:, frame_index.tolist()]
+    chi = ca.vec((Qm - ca.DM(q_m.T)) / ca.repmat(ca.DM(sig), 1, len(frame_index)))
+    f_fit = ca.sumsqr(chi)
+    f_gamma = w_gap * ca.sum2(gam_gap) + w_fric * ca.sum2(gam_fric)
+
+    x = ca.vertcat(r_hat, mu, v0, ca.vec(Q), ca.vec(P))
+    g_all = ca.vertcat(ca.vec(eq), ca.vec(ineq), g_last)
+    n_eq, n_in = 3 * N, 5 * N + 1
+
+    x0 = np.concatenate(
+        [[s.j_over_m_initial / a2, s.mu_initial], v_init[0], q_init.ravel(), p_init.ravel("F")]
+    )
+    inf = np.inf
+    p_lb = np.tile([0.0, -inf, 0.0], N)
+    lbx = np.concatenate(
+        [[s.j_over_m_bounds[0] / a2, s.mu_bounds[0]], -inf * np.ones(3 * (N + 2)), p_lb]
+    )
+    ubx = np.concatenate(
+        [[s.j_over_m_bounds[1] / a2, s.mu_bounds[1]], inf * np.ones(3 * (N + 2) + 3 * N)]
+    )
+    lbg = np.zeros(n_eq + n_in)
+    ubg = np.concatenate([np.zeros(n_eq), inf * np.ones(n_in)])
+    f = 0.5 * f_fit + f_gamma + s.mu_pull * mu
+    opts = _solver_options(s)
+    stop = None
+    if s.parameter_stop:
+        stop = _ParameterStop(x.numel(), n_eq + n_in, n_eq)
+        opts["iteration_callback"] = stop
+    if s.hessian == "gauss-newton":
+        opts["hess_lag"] = _gauss_newton_hessian(x, 0.5 * f_fit, n_eq + n_in)
+    solver = ca.nlpsol("ident27", "ipopt", {"x": x, "f": f, "g": g_all}, opts)
+    fq = ca.Function("fq", [x], [Q, Vv])
+
+    def unpack(xv: np.ndarray) -> dict:
+        qv, vv = fq(xv)
+        Pm = np.reshape(xv[-3 * N :], (3, N), order="F")
+        parts = {"r_hat": xv[0], "mu": xv[1], "q": np.array(qv).T, "v": np.array(vv).T}
+        return parts | {"pn": Pm[0], "pt": Pm[1], "lam": Pm[2]}
+
+    return _Problem(
+        solver,
+        x0,
+        lbx,
+        ubx,
+        lbg,
+        ubg,
+        t,
+        frame_index,
+        unpack,
+        ca.Function("f_fit", [x], [f_fit]),
+        ca.Function("f_gamma", [x], [f_gamma]),
+        _sparsity(solver),
+        stop,
+    )
+
+
+def _gauss_newton_hessian(x, f_fit, n_g: int) -> ca.Function:
+    """Hessian of the Lagrangian replaced by that of the fit term alone (constant, PSD)."""
+    lam_f, lam_g, p = ca.SX.sym("lam_f"), ca.SX.sym("lam_g", n_g), ca.SX.sym("p", 0)
+    H = ca.triu(ca.hessian(f_fit, x)[0]) * lam_f
+    return ca.Function(
+        "hess_gn",
+        [x, p, lam_f, lam_g],
+        [H],
+        ["x", "p", "lam_f", "lam_g"],
+        ["triu_hess_gamma_x_x"],
+    )
+
+
+def _penalty_weights(t_m, v_init, s: IpoptSettings) -> tuple[float, float]:
+    """Weights of the l1 Gamma penalty (module docstring): rho over the data's scales."""
+    speed = float(np.max(np.linalg.norm(v_init[:, :2], axis=1)))
+    V = max(speed, 0.1)  # m/s; floor for a nearly still object
+    dt_frame = float(np.median(np.diff(t_m)))
+    slip_scale = s.sigma_pos / dt_frame
+    return s.rho / (V * s.sigma_pos), s.rho / (V * slip_scale)
+
+
+def _solver_options(s: IpoptSettings) -> dict:
+    return {
+        "print_time": False,
+        "ipopt": {
+            "print_level": s.print_level,
+            "sb": "yes",
+            "max_iter": s.max_iter,
+            "tol": s.tol,
+            # The l1 complementarity penalty leaves a long tail of tiny objective
+            # decreases (degenerate MPCC); stop once the objective is flat and the
+            # constraints hold, instead of creeping for hundreds of iterations.
+            "acceptable_tol": 1e10,
+            "acceptable_constr_viol_tol": 1e-7,
+            "acceptable_dual_inf_tol": 1e10,
+            "acceptable_compl_inf_tol": 1e-2,
+            "acceptable_obj_change_tol": s.obj_change_tol,
+            "acceptable_iter": 8,
+            "mu_strategy": "adaptive",
+            "bound_push": 1e-6,
+            "bound_frac": 1e-6,
+            "linear_solver": "mumps",
+            **s.ipopt_extra,
+        },
+    }
+
+
+def _sparsity(solver) -> dict:
+    jac = solver.get_function("nlp_jac_g").sparsity_out(1)
+    try:
+        hess = solver.get_function("nlp_hess_l").sparsity_out(0)  # lower triangle
+        hess_nnz = int(hess.nnz())
+    except RuntimeError:
+        hess_nnz = -1
+    return {
+        "jacobian_nnz": int(jac.nnz()),
+        "jacobian_shape": [jac.size1(), jac.size2()],
+        "hessian_nnz": hess_nnz,
+    }
+
+
+def _unpacker(fq: ca.Function, N: int):
+    def unpack(xv: np.ndarray) -> dict:
+        qv, vv = fq(xv)
+        Pm = np.reshape(xv[-4 * N :], (4, N), order="F")
+        return {
+            "r_hat": xv[0],
+            "mu": xv[1],
+            "q": np.array(qv).T,
+            "v": np.array(vv).T,
+            "pn": Pm[0],
+            "pt": Pm[1] - Pm[2],
+            "lam": Pm[3],
+        }
+
+    return unpack
+
+
+def _build_dense(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem:
+    """NLP (27) by single shooting (states eliminated recursively): for the benchmark only."""
     t, frame_index = fine_grid(t_m, s.h_max)
     N = len(t) - 1
     h = np.diff(t)
     a2 = geometry.a**2
     geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
 
-    q_init, v_init, pn_init, pp_init, pm_init = _warm_start(t, t_m, q_m, geometry)
+    q_init, v_init, p_init = _warm_start(t, t_m, q_m, geometry, s)
     speed = float(np.max(np.linalg.norm(v_init[:, :2], axis=1)))
     V = max(speed, 0.1)  # m/s; floor for a nearly still object
     dt_frame = float(np.median(np.diff(t_m)))
@@ -314,7 +608,6 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
     n_in = int(g_all.numel()) - n_eq
 
     r0 = s.j_over_m_initial / a2
-    p_init = np.vstack([pn_init, pp_init, pm_init, np.zeros(N)])
     inf = np.inf
     lb_r, ub_r = s.j_over_m_bounds[0] / a2, s.j_over_m_bounds[1] / a2
     if s.structure == "stepwise":
@@ -374,8 +667,7 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
             "q": np.array(qv).T,
             "v": np.array(vv).T,
             "pn": Pm[0],
-            "pp": Pm[1],
-            "pm": Pm[2],
+            "pt": Pm[1] - Pm[2],
             "lam": Pm[3],
         }
 
@@ -393,6 +685,117 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
         ca.Function("f_gamma", [x], [f_gamma]),
         sparsity,
     )
+
+
+def parameter_covariance(
+    fit: ContactFit, geometry: ContactGeometry, settings: IpoptSettings
+) -> dict:
+    """Linearized covariance of (J/m, mu) at the NLP solution, by the implicit function theorem.
+
+    The estimate x*(q_m) is a function of the measured poses; to first order its change with
+    the data follows from differentiating the optimality conditions. IPOPT's own final
+    primal-dual (barrier) KKT matrix is used for that:
+
+        K = [[H + A_I^T S A_I + S_x, A_E^T], [A_E, 0]],
+
+    H the exact Hessian of the Lagrangian (objective, Gamma penalties and constraints with
+    IPOPT's multipliers), A_E the equality Jacobian (16), A_I the inequality Jacobian with
+    the barrier weights S = |multiplier| / slack (huge for active constraints, which then
+    act as equalities; ~0 for inactive ones; in between for the weakly active ones of the
+    penalized complementarity, with no threshold to choose), S_x the same for the variable
+    bounds. The data enter the gradient only through the fit term, d(grad f)/d q_m =
+    -C^T W (C picks the frame nodes, W = diag(1/sigma^2)), so dx*/dq_m = K^{-1} C^T W and,
+    with Cov(q_m) = s^2 W^{-1},
+
+        Cov(theta) = s^2 Z^T C^T W C Z,   K Z = E_theta   (two sparse solves),
+
+    s^2 = chi^2_min / (n_obs - n_eff) the residual variance factor (1 when sigma in the
+    settings is the true noise) and n_eff = trace(W C K^{-1} C^T) the effective number of
+    fitted parameters (trace of the hat matrix). This is the sandwich form, valid although H
+    is not a Gauss-Newton Hessian.
+
+    Validation (10 noise draws, 0.5 s at 120 fps, mu = 0.3): median reported std 6.5 mm^2
+    vs empirical spread 4.3 mm^2 of J/m; 0.0061 vs 0.0050 for mu. Individual values
+    scatter: 3 of 11 draws reported 5-60x the spread (degenerate complementarity rows with
+    intermediate barrier weights when IPOPT stops early), so the std errs on the safe side
+    but is not sharp. Tried and rejected: a Gauss-Newton H (numerically singular with the
+    barrier weights) and a mode-fixed linearization with the contact schedule's
+    constraints as equalities (~100x over-confident: the penalized fit has more freedom
+    than exact complementarity).
+
+    Returns std and covariance of (J/m [m^2], mu), s^2, n_eff and n_obs.
+    """
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    p = fit.problem
+    x = fit.x
+    nx = x.size
+    sig = np.array([settings.sigma_pos, settings.sigma_pos, settings.sigma_theta])
+    cols = (5 + 3 * fit.frame_index[:, None] + np.arange(3)[None, :]).ravel()
+    w = np.tile(1.0 / sig**2, len(fit.frame_index))
+    H = _to_csc(p.solver.get_function("nlp_hess_l")(x, [], 1.0, fit.lam_g))  # upper triangle
+    H = H + sp.triu(H, 1).T
+    gval, J = p.solver.get_function("nlp_jac_g")(x, [])
+    gval = np.array(gval).ravel()
+    J = _to_csc(J)
+    eq = np.flatnonzero(p.lbg == p.ubg)
+    ineq = np.flatnonzero(p.lbg != p.ubg)
+    # Slacks met to round-off get a large but finite weight (a 1e-300 floor gave 1e300
+    # weights and a meaningless factorization).
+    sig_g = np.abs(fit.lam_g[ineq]) / np.maximum(gval[ineq] - p.lbg[ineq], 1e-16)
+    slack_x = np.minimum(np.abs(x - p.lbx), np.abs(p.ubx - x))
+    sig_x = np.where(np.isfinite(slack_x), np.abs(fit.lam_x) / np.maximum(slack_x, 1e-16), 0.0)
+    top = H + J[ineq].T @ sp.diags(sig_g) @ J[ineq] + sp.diags(sig_x)
+    K = sp.bmat([[top, J[eq].T], [J[eq], None]], format="csc")
+    n_obs = cols.size
+    try:
+        lu = spla.splu(K)
+    except RuntimeError:  # exactly singular: some direction is not determined at all
+        return {
+            "covariance": np.full((2, 2), np.inf),
+            "std": np.full(2, np.inf),
+            "residual_variance_factor": float("nan"),
+            "n_eff": float("nan"),
+            "n_obs": int(n_obs),
+        }
+    E = np.zeros((K.shape[0], 2))
+    E[0, 0] = E[1, 1] = 1.0  # r_hat and mu are the first two variables
+    Zc = lu.solve(E)[:nx][cols]
+    cov_unit = Zc.T @ (w[:, None] * Zc)
+    n_eff = _hat_trace(lu, cols, w, K.shape[0])
+    s2 = fit.cost_fit / max(n_obs - n_eff, 1.0)
+    scale = np.diag([geometry.a**2, 1.0])
+    cov = s2 * scale @ cov_unit @ scale
+    return {
+        "covariance": cov,
+        "std": np.sqrt(np.clip(np.diag(cov), 0.0, None)),
+        "residual_variance_factor": float(s2),
+        "n_eff": float(n_eff),
+        "n_obs": int(n_obs),
+    }
+
+
+def _to_csc(m: ca.DM):
+    """CasADi sparse DM to SciPy CSC (structural non-zeros kept)."""
+    import scipy.sparse as sp
+
+    m = ca.DM(m)
+    sparsity = m.sparsity()
+    colind, row = np.array(sparsity.colind()), np.array(sparsity.row())
+    return sp.csc_matrix((np.array(m.nonzeros()), row, colind), shape=m.shape)
+
+
+def _hat_trace(lu, cols: np.ndarray, w: np.ndarray, n: int, chunk: int = 128) -> float:
+    """trace(W C K^{-1} C^T): effective number of parameters fitted to the frames."""
+    total = 0.0
+    for start in range(0, cols.size, chunk):
+        c = cols[start : start + chunk]
+        rhs = np.zeros((n, c.size))
+        rhs[c, np.arange(c.size)] = 1.0
+        sol = lu.solve(rhs)
+        total += float(np.sum(w[start : start + chunk] * sol[c, np.arange(c.size)]))
+    return total
 
 
 def identifiability(fit: ContactFit, geometry: ContactGeometry, rel_threshold=1e-2) -> dict:

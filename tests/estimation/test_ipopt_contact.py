@@ -12,6 +12,7 @@ from estimation.ipopt_contact import (
     fine_grid,
     identifiability,
     identify_contact,
+    parameter_covariance,
 )
 
 # Section 6 plywood ellipse, J/m = 756 mm^2, thrown with the initial conditions of 6.1.
@@ -40,7 +41,8 @@ def test_identifies_j_over_m_and_mu_from_noisy_sliding_throw():
     # issue's goals are 5 % on J/m and 0.05 on mu where the object slides; we measured
     # -0.3 % and 0.302 for this seed, so the bounds leave room for other noise draws.
     tr, t_m, q_m = camera(mu=0.3, fps=120, duration=0.5)
-    fit = identify_contact(t_m, q_m, GEOMETRY, IpoptSettings(j_over_m_initial=4e-4))
+    settings = IpoptSettings(j_over_m_initial=4e-4)
+    fit = identify_contact(t_m, q_m, GEOMETRY, settings)
     assert fit.j_over_m == pytest.approx(756e-6, rel=0.05)
     assert fit.mu == pytest.approx(0.3, abs=0.05)
     # The fitted trajectory stays within a few noise levels of the truth at the frames.
@@ -51,18 +53,57 @@ def test_identifies_j_over_m_and_mu_from_noisy_sliding_throw():
     ident = identifiability(fit, GEOMETRY)
     assert ident["null_space_dim"] == 1
     assert ident["j_over_m_from_null_vector"] == pytest.approx(fit.j_over_m, rel=1e-6)
+    # Linearized covariance: with the true noise level in the settings the residual
+    # variance factor chi^2/(n_obs - n_eff) estimates 1 with a relative std of
+    # sqrt(2/(n_obs - n_eff)) ~ 0.1 here, so [0.6, 1.6] fails only if the noise model or
+    # n_eff is wrong. The truth lies within 4 reported std (a 1-in-15000 event if the std
+    # is right), and the std is neither vanishing nor useless: 0.1 %-10 % of J/m (the
+    # linearization errs on the safe side for some draws: 5.2 % here against an
+    # empirical spread of 0.6 % over ten draws).
+    cov = parameter_covariance(fit, GEOMETRY, settings)
+    assert 0.6 < cov["residual_variance_factor"] < 1.6
+    std_jm, std_mu = cov["std"]
+    assert abs(fit.j_over_m - 756e-6) < 4 * std_jm
+    assert 1e-3 * 756e-6 < std_jm < 0.10 * 756e-6
+    assert abs(fit.mu - 0.3) < 4 * std_mu + 1e-3
+
+
+@pytest.mark.slow
+def test_reported_std_matches_spread_over_noise_seeds():
+    # Ten noise draws of the same throw (0.5 s, 120 fps, mu = 0.3). The empirical std s of
+    # ten estimates scatters around the true std by a chi distribution with 9 degrees of
+    # freedom: s / sigma lies in [0.55, 1.45] with 95 % probability, [0.48, 1.55] with
+    # 99 %. Asking the median reported std to be within a factor 2 of s therefore fails
+    # by sampling chance well under 1 % of the time if the linearization is right, and
+    # catches a covariance that is off by more than ~40 % (wrong scaling, wrong active set,
+    # missing residual-variance factor).
+    estimates, stds = [], []
+    tr, t_m, _ = camera(mu=0.3, fps=120, duration=0.5)
+    idx = np.arange(0, len(tr.t), int(round(1 / (120 * H_SIM))))
+    settings = IpoptSettings()
+    for seed in range(10):
+        rng = np.random.default_rng(100 + seed)
+        q_m = tr.q[idx] + rng.normal(0, 1e-3, (len(idx), 3))
+        fit = identify_contact(t_m, q_m, GEOMETRY, settings)
+        cov = parameter_covariance(fit, GEOMETRY, settings)
+        estimates.append(fit.j_over_m)
+        stds.append(cov["std"][0])
+    empirical = float(np.std(estimates, ddof=1))
+    reported = float(np.median(stds))
+    assert 0.5 < reported / empirical < 2.0, (empirical, reported, estimates)
 
 
 def test_nlp_is_sparse_and_grows_linearly():
     # Step-wise building must give O(N) non-zeros: doubling the window doubles nnz (within
     # 10 %, the edges), and each Jacobian column has a bounded number of entries (measured
-    # 3.7 per variable; a dense or single-shooting build has O(N) per column).
+    # 5.3 per variable with v eliminated by (17); a dense or single-shooting build has O(N)
+    # per column, ~90 at this size).
     sizes = []
     for duration in (0.1, 0.2):
         _, t_m, q_m = camera(mu=0.3, fps=240, duration=duration)
         p = build_nlp(t_m, q_m, GEOMETRY, IpoptSettings())
         rows, cols = p.sparsity["jacobian_shape"]
-        assert p.sparsity["jacobian_nnz"] < 5 * cols
+        assert p.sparsity["jacobian_nnz"] < 8 * cols
         sizes.append((p.sparsity["jacobian_nnz"], p.sparsity["hessian_nnz"], len(p.t)))
     (j1, h1, n1), (j2, h2, n2) = sizes
     assert j2 / j1 == pytest.approx(n2 / n1, rel=0.1)
