@@ -10,6 +10,7 @@ skipped, never invented), solves the IPOPT NLP (27) (estimation.ipopt_contact) a
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from estimation.ipopt_contact import (
     NotIdentifiableError,
     identifiability,
     identify_contact,
+    parameter_covariance,
 )
 from rigs.errors import InputError
 from rigs.spec import RigSpec
@@ -172,7 +174,8 @@ def write_pose_csv(path: Path, t: np.ndarray, q: np.ndarray) -> Path:
 def read_pose_csv(path: str | Path) -> Stream:
     """Read a pose CSV with columns ``t,x,y,theta`` (extra columns ignored).
 
-    Empty fields mark missing samples (set in the Stream's mask). Errors name file and line.
+    Empty or ``nan`` fields, and rows with ``valid = 0`` (``physid track``), mark missing
+    samples (set in the Stream's mask). Errors name file and line.
     """
     path = Path(path)
     try:
@@ -192,6 +195,8 @@ def read_pose_csv(path: str | Path) -> Stream:
                 "a pose CSV needs columns t,x,y,theta"
             )
         cols = [header.index(c) for c in ("t", *POSE_CHANNELS)]
+        # ``physid track`` marks unmeasured frames with valid = 0 (and nan values).
+        valid_col = header.index("valid") if "valid" in header else None
         t, values, missing = [], [], []
         for line, row in enumerate(reader, start=2):
             if not row or all(not f.strip() for f in row):
@@ -206,7 +211,8 @@ def read_pose_csv(path: str | Path) -> Stream:
                 raise InputError(f"{path}:{line}: not a number in {row}") from None
             values.append(vals)
             pairs = zip(fields[1:], vals, strict=True)
-            missing.append([not f or not math.isfinite(v) for f, v in pairs])
+            invalid = valid_col is not None and _flag_is_zero(row, valid_col)
+            missing.append([invalid or not f or not math.isfinite(v) for f, v in pairs])
     if not t:
         raise InputError(f"{path}: no pose samples after the header")
     return Stream(
@@ -219,11 +225,25 @@ def read_pose_csv(path: str | Path) -> Stream:
     )
 
 
+def _flag_is_zero(row: list[str], col: int) -> bool:
+    field = row[col].strip() if col < len(row) else ""
+    try:
+        return float(field) == 0.0
+    except ValueError:
+        return False
+
+
 # ------------------------------------------------------------------------------ identify
 
 
 def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
-    """Identify J/m and mu from one pose CSV with the IPOPT NLP (27)."""
+    """Identify J/m and mu from one pose CSV with the IPOPT NLP (27).
+
+    The CSV may come from ``physid simulate ellipse-drop`` or ``physid track`` (extra
+    columns ignored, ``nan`` fields and ``valid = 0`` rows skipped). Where a ``physid
+    track`` sidecar ``<csv>.json`` holds the ground line measured from the video, it
+    replaces the nominal ``[fixed] ground_*`` of the spec.
+    """
     if len(data) != 1:
         raise InputError(f"ellipse drop: give exactly one pose CSV, got {len(data)} files")
     path = Path(data[0])
@@ -231,12 +251,13 @@ def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
     ok = ~stream.missing.any(axis=1)
     t_m, q_m = stream.t[ok], stream.values[ok]
     ellipse, ground = rig_geometry(spec)
+    ground, ground_source = measured_ground(path, ground)
     geometry = ContactGeometry(ellipse.a, ellipse.b, ground.p0[0], ground.p0[1], ground.alpha)
     settings = ipopt_settings(spec)
     console.print(
         f"identifying J/m and mu from {len(t_m)} frames of {path} "
         f"({int((~ok).sum())} incomplete frames skipped), IPOPT on a {settings.h_max * 1e3:g} "
-        "ms grid"
+        f"ms grid, ground from {ground_source}"
     )
     try:
         fit = identify_contact(t_m, q_m, geometry, settings)
@@ -248,46 +269,98 @@ def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
             f"{path}: J/m cannot be identified: the fitted motion has no contact impulse, so "
             "the data are explained by free flight, where J/m does not appear (Section 5.2.1)"
         )
-    estimate = build_estimate(spec, fit, ident, ellipse, settings, path, int((~ok).sum()))
+    cov = parameter_covariance(fit, geometry, settings)
+    context = {"path": path, "skipped": int((~ok).sum()), "ground": ground_source}
+    estimate = build_estimate(spec, fit, ident, cov, ellipse, settings, (t_m, q_m), context)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     estimate.write(out / "estimate.json")
     plot_fit(out / "fit.png", t_m, q_m, fit, ellipse.m)
+    jm, mu = estimate.parameters["J_over_m"], estimate.parameters["mu"]
+    mu_text = (
+        f"mu = {mu.value:.3f} +- {mu.std:.3f}"
+        if mu.identifiable
+        else f"mu >= {mu.value:.3f} (no sliding contact: only a lower bound)"
+    )
     console.print(
-        f"J/m = {fit.j_over_m * 1e6:.1f} mm^2, mu = {fit.mu:.3f} "
-        f"({fit.iterations} IPOPT iterations, {fit.wall_s:.1f} s, {fit.status})"
+        f"J/m = {jm.value * 1e6:.1f} +- {jm.std * 1e6:.1f} mm^2, {mu_text} "
+        f"({fit.iterations} IPOPT iterations, {fit.wall_s:.1f} s, {fit.status}); "
+        f"wrote {out / 'estimate.json'} and {out / 'fit.png'}"
     )
     return estimate
 
 
-def friction_report(fit, settings: IpoptSettings) -> tuple[float, bool, float]:
-    """(mu, identifiable, mu lower bound): mu is identified only where the fit slides.
+def measured_ground(path: Path, nominal: Ground) -> tuple[Ground, str]:
+    """Ground line from a ``physid track`` sidecar ``<csv>.json`` if it has one."""
+    side = path.with_name(path.name + ".json")
+    if not side.exists():
+        return nominal, "the spec ([fixed] ground_*)"
+    try:
+        meta = json.loads(side.read_text())
+        p0 = [float(v) for v in meta["ground_p0"]]
+        alpha = float(meta["ground_alpha"])
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError):
+        return nominal, "the spec ([fixed] ground_*); the sidecar has no ground line"
+    if len(p0) != 2 or not all(map(math.isfinite, [*p0, alpha])):
+        return nominal, "the spec ([fixed] ground_*); the sidecar's ground line is not finite"
+    return Ground((p0[0], p0[1]), alpha), f"the video ({side.name})"
 
-    Where the object only rolls or sticks, the cone constraint is never active and any mu
-    above max |c_t|/c_n fits; then that lower bound is reported (Section 6.1, Figure 19).
+
+def friction_report(fit, settings: IpoptSettings, mu_std: float) -> dict:
+    """Is mu identified, and by which contact steps? (Section 6.1, Figure 19).
+
+    mu enters the data only through steps that slide: there the cone is active,
+    |c_t| = mu c_n, and the slip speed (lambda, eq. 18) is non-zero. A step counts as
+    sliding when its impulse is a real one (above 1 % of the largest), it is on the cone
+    (ratio within 2 % of mu: IPOPT's complementarity tolerance) and its slip exceeds 3 times
+    the velocity noise of the frames (sqrt(2) sigma / dt, the finite-difference speed of
+    noise): a slower "slip" is indistinguishable from rolling. Where no step slides, any mu
+    above max |c_t|/c_n fits as well: that lower bound is reported, not identified.
     """
-    pn = fit.pn
+    pn, pt, lam = fit.pn, fit.pt, fit.lam
     contact = pn > 1e-2 * max(pn.max(), 1e-12)
     if not contact.any():
-        return fit.mu, False, 0.0
-    ratio = np.abs(fit.pt[contact]) / pn[contact]
-    bound = float(ratio.max())
-    slip = np.abs(fit.lam[contact])
-    sliding = bool(np.any((slip > 0.05) & (ratio > 0.9 * fit.mu)))
-    return (fit.mu if sliding else bound), sliding, bound
+        return {"value": fit.mu, "identifiable": False, "lower_bound": 0.0, "sliding_steps": 0}
+    ratio = np.abs(pt) / np.maximum(pn, 1e-300)
+    bound = float(ratio[contact].max())
+    dt_frame = float(np.median(np.diff(fit.t[fit.frame_index])))
+    slip_noise = math.sqrt(2.0) * settings.sigma_pos / dt_frame
+    sliding = contact & (ratio > 0.98 * fit.mu) & (lam > 3 * slip_noise)
+    n_slide = int(sliding.sum())
+    identifiable = n_slide > 0 and math.isfinite(mu_std)
+    return {
+        "value": fit.mu if identifiable else bound,
+        "identifiable": identifiable,
+        "lower_bound": bound,
+        "sliding_steps": n_slide,
+        "sliding_impulse_Ns_per_kg": float(pn[sliding].sum()),
+        "slip_noise_m_per_s": slip_noise,
+    }
 
 
-def build_estimate(spec, fit, ident, ellipse, settings, path, skipped) -> Estimate:
-    mu_value, mu_ident, mu_bound = friction_report(fit, settings)
+def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) -> Estimate:
+    """``Estimate`` with std from the linearized covariance and plain-list ``extra``."""
+    std_jm, std_mu = (float(v) for v in cov["std"])
+    friction = friction_report(fit, settings, std_mu)
     m = ellipse.m
+    jm_ok = bool(ident.get("identifiable", False)) and math.isfinite(std_jm)
     params = {
-        "J_over_m": ParameterEstimate(
-            fit.j_over_m, math.nan, "m^2", bool(ident.get("identifiable", False))
+        "J_over_m": ParameterEstimate(fit.j_over_m, std_jm if jm_ok else math.nan, "m^2", jm_ok),
+        "mu": ParameterEstimate(
+            friction["value"],
+            std_mu if friction["identifiable"] else math.nan,
+            "1",
+            friction["identifiable"],
         ),
-        "mu": ParameterEstimate(mu_value, math.nan, "1", mu_ident),
     }
     ident = dict(ident)
-    ident["mu_lower_bound_from_no_slip"] = mu_bound
+    ident["mu"] = friction | {
+        "note": "identified from sliding contact steps"
+        if friction["identifiable"]
+        else "no contact step slides: mu is only bounded below by max |c_t|/c_n",
+    }
+    ident["covariance"] = covariance_report(cov, ("J_over_m", "mu"))
+    t_m, q_m = frames
     n_frames = len(fit.frame_index)
     return Estimate(
         rig=spec.name,
@@ -305,26 +378,73 @@ def build_estimate(spec, fit, ident, ellipse, settings, path, skipped) -> Estima
             "mu_pull": settings.mu_pull,
             "mass_fixed": m,
             "frames": n_frames,
-            "frames_skipped_missing": skipped,
-            "data": str(path),
+            "frames_skipped_missing": context["skipped"],
+            "data": str(context["path"]),
+            "ground": context["ground"],
             "ipopt_status": fit.status,
             "wall_s": fit.wall_s,
             **fit.stats,
         },
+        covariance=np.asarray(cov["covariance"]).tolist(),
         identifiability=ident,
-        extra={
-            "t": fit.t,
-            "q": fit.q,
-            "v": fit.v,
-            "impulse_t": fit.t[1:],
-            "cn": fit.pn * m,
-            "ct": fit.pt * m,
-            "lambda": fit.lam,
-            "impulse_unit": "N s (mass fixed at m; only J/m is identifiable)",
-            "cost_gamma": fit.cost_gamma,
-            "J": fit.j_over_m * m,
-        },
+        extra=fit_extra(fit, m, t_m, q_m),
     )
+
+
+def covariance_report(cov: dict, names) -> dict:
+    """SVD of the parameter correlation matrix, std and the residual variance factor."""
+    c = np.asarray(cov["covariance"], float)
+    std = np.sqrt(np.clip(np.diag(c), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = c / np.outer(std, std)
+    finite = bool(np.all(np.isfinite(corr)))
+    sv = np.linalg.svd(corr, compute_uv=False).tolist() if finite else None
+    return {
+        "parameters": list(names),
+        "std": std.tolist(),
+        "correlation": corr.tolist() if finite else None,
+        "correlation_singular_values": sv,
+        "residual_variance_factor": cov["residual_variance_factor"],
+        "n_eff": cov["n_eff"],
+        "n_obs": cov["n_obs"],
+        "method": "linearized (implicit function theorem on IPOPT's KKT system), "
+        "scaled by chi^2 / (n_obs - n_eff)",
+    }
+
+
+def fit_extra(fit, m: float, t_m, q_m) -> dict:
+    """What a report plots, as plain lists: fine grid, fitted poses, impulses, frames."""
+    return {
+        "t": fit.t.tolist(),
+        "x": fit.q[:, 0].tolist(),
+        "y": fit.q[:, 1].tolist(),
+        "theta": fit.q[:, 2].tolist(),
+        "vx": fit.v[:, 0].tolist(),
+        "vy": fit.v[:, 1].tolist(),
+        "omega": fit.v[:, 2].tolist(),
+        "impulse_t": fit.t[1:].tolist(),
+        "cn": (fit.pn * m).tolist(),
+        "ct": (fit.pt * m).tolist(),
+        "lambda": fit.lam.tolist(),
+        "frame_t": np.asarray(t_m).tolist(),
+        "frame_x": np.asarray(q_m)[:, 0].tolist(),
+        "frame_y": np.asarray(q_m)[:, 1].tolist(),
+        "frame_theta": np.asarray(q_m)[:, 2].tolist(),
+        "units": {
+            "t": "s",
+            "x": "m",
+            "y": "m",
+            "theta": "rad",
+            "vx": "m/s",
+            "vy": "m/s",
+            "omega": "rad/s",
+            "cn": "N s (impulse over (t[k], t[k+1]], at impulse_t = t[k+1]; mass fixed at m)",
+            "ct": "N s, along the ground tangent d+",
+            "lambda": "m/s (slip speed, eq. 18)",
+        },
+        "cost_gamma": fit.cost_gamma,
+        "J": fit.j_over_m * m,
+    }
 
 
 def plot_fit(path: Path, t_m, q_m, fit, m: float) -> Path:

@@ -70,3 +70,57 @@ def test_identify_skips_incomplete_frames_rather_than_inventing_them(tmp_path):
     path.write_text("\n".join(rows) + "\n")
     with pytest.raises(NotIdentifiableInput, match="only 6 valid frames"):
         identify(spec, [path], tmp_path / "out", QUIET)
+
+
+def _track_csv(tmp_path, mu: float, duration: float, fps: int, drop: tuple[int, ...]):
+    """A pose CSV as ``physid track`` writes it (quality columns, nan rows, sidecar with the
+    ground line measured from the video), from an IRC simulation with 1 mm noise."""
+    from rigs.streams import Stream
+    from vision.posefile import write_pose_csv
+    from vision.tracking import POSE_CHANNELS, POSE_UNITS
+
+    spec = with_overrides(load_spec("ellipse_drop"), {"mu": str(mu), "fps": str(fps)})
+    sim = simulate(spec, SimulateOptions(tmp_path / "sim", duration=duration, seed=3), QUIET)
+    poses = read_pose_csv(sim["poses"])
+    n = len(poses)
+    values = np.column_stack([poses.values, np.full((n, 3), 1e-3), np.zeros(n), np.full(n, 0.2)])
+    missing = np.zeros(values.shape, bool)
+    missing[list(drop)] = True
+    values[missing] = np.nan
+    source = {"file": "drop.mp4", "ground_p0": [0.0, 0.0], "ground_alpha": 0.0}
+    stream = Stream(poses.t, values, POSE_CHANNELS, POSE_UNITS, missing, source)
+    return write_pose_csv(tmp_path / "track" / "poses.csv", stream, np.arange(n))
+
+
+def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
+    # mu = 0.9: the Section 6.1 throw never slides (truth: 0 sliding steps), so mu is not
+    # identifiable and must be reported as a lower bound without a std, while J/m (from the
+    # angular-velocity jumps at the impacts, eq. 31) is identified with a finite std.
+    path = _track_csv(tmp_path, mu=0.9, duration=0.4, fps=120, drop=(20, 31))
+    out = tmp_path / "id"
+    est = identify(load_spec("ellipse_drop"), [path], out, QUIET)
+    data = json.loads((out / "estimate.json").read_text())
+    jm, mu = data["parameters"]["J_over_m"], data["parameters"]["mu"]
+    assert jm["identifiable"] and jm["std"] > 0
+    # Goal of the issue: 5 % at >= 120 fps; and the error is within 4 reported std.
+    assert abs(jm["value"] / 756e-6 - 1) < 0.05
+    assert abs(jm["value"] - 756e-6) < 4 * jm["std"]
+    assert not mu["identifiable"] and mu["std"] is None
+    ident_mu = data["identifiability"]["mu"]
+    assert ident_mu["sliding_steps"] == 0
+    assert mu["value"] == pytest.approx(ident_mu["lower_bound"])
+    assert "bounded below" in ident_mu["note"]
+    # Ground line taken from the tracker's sidecar, and the two nan rows skipped.
+    assert "video" in data["settings"]["ground"]
+    assert data["settings"]["frames_skipped_missing"] == 2
+    # extra: plain lists a report can plot, with consistent lengths.
+    extra = est.extra
+    n_fine = len(extra["t"])
+    for key in ("x", "y", "theta", "vx", "vy", "omega"):
+        assert isinstance(extra[key], list) and len(extra[key]) == n_fine
+    for key in ("impulse_t", "cn", "ct", "lambda"):
+        assert isinstance(extra[key], list) and len(extra[key]) == n_fine - 1
+    n_frames = 49 - 2  # 0.4 s at 120 fps, both ends, minus the two dropped frames
+    for key in ("frame_t", "frame_x", "frame_y", "frame_theta"):
+        assert isinstance(extra[key], list) and len(extra[key]) == n_frames
+    assert max(extra["cn"]) > 0.1  # N s: the first impact, m * ~4.5 m/s at 64 g is 0.29
