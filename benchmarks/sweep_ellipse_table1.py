@@ -43,25 +43,43 @@ def run_cell(mu: float, fps: int, seed: int, work: Path) -> dict:
     # Truth slides in a step with a normal impulse and a positive friction multiplier
     # (lambda = slip speed, eq. 18).
     slide_steps = int(np.sum((imp[:, 1] > 0) & (imp[:, 3] > 1e-6)))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         est = identify(load_spec("ellipse_drop"), [sim_dir / "poses.csv"], sim_dir / "id", quiet)
     except NotIdentifiableInput as exc:
         return {"mu": mu, "fps": fps, "error": str(exc), "truth_slide_steps": slide_steps}
-    wall = time.perf_counter() - t0
-    jm = est.parameters["J_over_m"].value
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    jm, mu_est = est.parameters["J_over_m"], est.parameters["mu"]
     return {
         "mu": mu,
         "fps": fps,
-        "j_over_m": jm,
-        "err_pct": 100 * (jm / TRUTH - 1),
-        "mu_hat": est.parameters["mu"].value,
-        "mu_sliding": est.parameters["mu"].identifiable,
+        "j_over_m": jm.value,
+        "j_over_m_std": jm.std,
+        "err_pct": 100 * (jm.value / TRUTH - 1),
+        "mu_hat": mu_est.value,
+        "mu_std": mu_est.std,
+        "mu_sliding": mu_est.identifiable,
         "iterations": est.iterations,
         "status": est.settings["ipopt_status"],
         "wall_s": wall,
+        "cpu_s": cpu,
+        "ipopt_s": est.settings["ipopt_s"],
         "truth_slide_steps": slide_steps,
     }
+
+
+def _jm_cell(c: dict) -> str:
+    if "error" in c:
+        return "//"
+    return f"{c['err_pct']:+.1f} ± {100 * c['j_over_m_std'] / TRUTH:.1f}"
+
+
+def _mu_cell(c: dict) -> str:
+    if "error" in c:
+        return "//"
+    if not c["mu_sliding"]:
+        return f"≥{c['mu_hat']:.2f}"
+    return f"{c['mu_hat']:.2f} ± {c['mu_std']:.2f}*"
 
 
 def main() -> None:
@@ -83,40 +101,39 @@ def main() -> None:
                     print(f"mu={mu} fps={fps}: not identifiable: {cell['error']}", flush=True)
                 else:
                     print(
-                        f"mu={mu} fps={fps}: J/m {cell['j_over_m'] * 1e6:7.1f} mm^2 "
-                        f"({cell['err_pct']:+.1f} %), mu {cell['mu_hat']:.3f}"
+                        f"mu={mu} fps={fps}: J/m {cell['j_over_m'] * 1e6:7.1f} "
+                        f"+- {cell['j_over_m_std'] * 1e6:.1f} mm^2 ({cell['err_pct']:+.1f} %), "
+                        f"mu {cell['mu_hat']:.3f} +- {cell['mu_std']:.3f}"
                         f"{'' if cell['mu_sliding'] else ' (no slip: lower bound)'}, "
-                        f"{cell['iterations']} it, {cell['wall_s']:.1f} s, {cell['status']}",
+                        f"{cell['iterations']} it, IPOPT {cell['ipopt_s']:.1f} s, "
+                        f"cell {cell['wall_s']:.1f} s wall / {cell['cpu_s']:.1f} s CPU, "
+                        f"{cell['status']}",
                         flush=True,
                     )
     print()
-    print("J/m error (%), truth 756 mm^2, eps = 0.2, 1 mm noise")
+    print("J/m error (%) +- reported std (%), truth 756 mm^2, eps = 0.2, 1 mm noise")
     print("| mu | " + " | ".join(f"{f} fps" for f in fpss) + " |")
     print("|---|" + "---|" * len(fpss))
     for mu in mus:
         row = [cells[mu, f] for f in fpss]
-        print(
-            f"| {mu} | "
-            + " | ".join("//" if "error" in c else f"{c['err_pct']:+.1f}" for c in row)
-            + " |"
-        )
+        print(f"| {mu} | " + " | ".join(_jm_cell(c) for c in row) + " |")
     print()
-    print("identified mu (* = fit slides, mu identified; otherwise no-slip lower bound)")
+    print("identified mu +- std (* = sliding seen, mu identified; otherwise lower bound)")
     print("| mu | truth sliding steps | " + " | ".join(f"{f} fps" for f in fpss) + " |")
     print("|---|---|" + "---|" * len(fpss))
     for mu in mus:
         row = [cells[mu, f] for f in fpss]
         print(
             f"| {mu} | {row[0]['truth_slide_steps']} | "
-            + " | ".join(
-                "//" if "error" in c else f"{c['mu_hat']:.2f}{'*' if c['mu_sliding'] else ''}"
-                for c in row
-            )
+            + " | ".join(_mu_cell(c) for c in row)
             + " |"
         )
-    walls = [c["wall_s"] for c in cells.values() if "wall_s" in c]
-    if walls:
-        print(f"\nwall time per identification: median {sorted(walls)[len(walls) // 2]:.1f} s")
+    for key, label in (("wall_s", "wall"), ("cpu_s", "CPU"), ("iterations", "iterations")):
+        vals = sorted(c[key] for c in cells.values() if key in c)
+        if vals:
+            print(
+                f"{label} per identification: median {vals[len(vals) // 2]:.1f}, max {vals[-1]:.1f}"
+            )
     if args.json:
         args.json.write_text(json.dumps([c for c in cells.values()], indent=1))
 
