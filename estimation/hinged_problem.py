@@ -4,8 +4,9 @@ for hinged rigs (Marklund et al. (3.6–3.8), (3.15–3.20), Appendix B).
 Weighted residual blocks (Ω⁻¹ = κI, R⁻¹ = diag(per-channel weight), Section 4.4):
 
 - dynamics block k = 0..n−2: √κ [Δp_u; Δp_q] of step k → k+1 (3.7–3.8), N s;
-- observation block k = 0..n−1: √w (h(q_k) − y_k) wrapped to (−π, π] (3.6), rad; missing
-  samples have weight 0;
+- observation block k = 0..n−1: √w (h(q_k) − y_k) wrapped to (−π, π] (3.6), rad, one row per
+  encoder (missing samples have weight 0), followed, when camera markers are given, by two
+  pixel rows per marker (``estimation.markers``; weight σ_ref² / σ_px², see ``HingedProblem``);
 - initial-state block: √κ M_Σ [h⁻¹Δq_0; Δv_0] (3.16–3.17, (3.13–3.14)).
 
 Jacobians (Appendix B): each block is a function of the local tangent increments δ_k, δ_{k+1}
@@ -13,12 +14,19 @@ Jacobians (Appendix B): each block is a function of the local tangent increments
 block pushes 2d + p tangent directions through it and ``vmap`` runs all blocks at once — the
 compressed E-matrix of (B.1–B.3): the number of JVPs is 2d + p whatever n is.
 
+Compilation: the jitted functions depend only on the model's *structure* (system, parameter
+names, h, which observations); every number (fixed values, scale, κ, data) is an argument.
+They are cached per structure, so a second problem of the same rig (cross-validation, another
+log of the same length, the pipeline's next experiment) reuses the compiled code, and with
+JAX's persistent cache (``rigs.identify_hinged.enable_compilation_cache``) a new process does
+too.
+
 State tangent per step (d = 12 nb): [Δr, ψ per body (6 nb); Δv (6 nb)].
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -28,10 +36,166 @@ import dynamics  # noqa: F401  (float64)
 from dynamics.multibody import boxplus_config, constraint_jacobian, hinge_violation
 from dynamics.spook import impulse_residual, mass_matrix_blocks
 from estimation.lm import Linearization
+from estimation.markers import MarkerObservations, marker_pixels
 
 
 def _wrap(a):
     return jnp.arctan2(jnp.sin(a), jnp.cos(a))
+
+
+class _Model:
+    """The static structure of a problem and its pure residual functions.
+
+    Arguments of every function: ``a`` = dict(values, scale, kappa, y, w, u[, cam, uv, mw]).
+    """
+
+    def __init__(self, rig, names: tuple[str, ...], h: float, markers: tuple | None):
+        self.rig, self.names, self.h = rig, names, h
+        self.nb = rig.system.n_bodies
+        self.d = 12 * self.nb
+        self.markers = markers  # (model, body tuple) or None
+        self.lin = jax.jit(self._linearize)
+        self.cost = jax.jit(self._cost_fn)
+        self.retract = jax.jit(self._retract_fn)
+        self.residuals = jax.jit(self._residuals)
+        self.observe = jax.jit(jax.vmap(lambda r, e: rig.observe((r, e))))
+        self.pixels = (
+            jax.jit(jax.vmap(lambda cam, r, e: marker_pixels(*markers, cam, r, e), (None, 0, 0)))
+            if markers
+            else None
+        )
+
+    # ------------------------------------------------------------------ model pieces
+    def params(self, a, theta):
+        values = dict(a["values"])
+        for i, name in enumerate(self.names):
+            values[name] = theta[i] * a["scale"][i]
+        return self.rig.make_params(values)
+
+    def _moved(self, r, e, v, delta):
+        nb = self.nb
+        q = boxplus_config((r, e), delta[: 6 * nb].reshape(nb, 6))
+        return q, v + delta[6 * nb :].reshape(nb, 6)
+
+    def _dyn(self, a, theta, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1):
+        p = self.params(a, theta)
+        q, v = self._moved(rk, ek, vk, dk)
+        q1, v1 = self._moved(rk1, ek1, vk1, dk1)
+        dp_u, dp_q = impulse_residual(self.rig.system, p, q, v, q1, v1, uk, self.h)
+        return jnp.sqrt(a["kappa"]) * jnp.concatenate([dp_u, dp_q])
+
+    def _obs(self, a, r, e, v, y, w, uv, mw, dk):
+        """Encoder rows √w wrap(h(q) − y) (rad) then marker rows √mw (π(q) − uv) (px)."""
+        q, _ = self._moved(r, e, v, dk)
+        enc = jnp.sqrt(w) * _wrap(self.rig.observe(q) - y)
+        if not self.markers:
+            return enc
+        px = marker_pixels(*self.markers, a["cam"], *q)
+        return jnp.concatenate([enc, (jnp.sqrt(mw)[:, None] * (px - uv)).reshape(-1)])
+
+    def _init(self, a, theta, r, e, v, d0):
+        """√κ M_Σ [h⁻¹ Δq_0; Δv_0] with Δq_0 = G⁺ g(q_0), Δv_0 = G⁺ G v_0 (3.16–3.17; the
+        printed (GᵀG)⁻¹Gᵀ is singular for a hinge, so we use the minimum-norm G⁺)."""
+        h = self.h
+        p = self.params(a, theta)
+        q, v = self._moved(r, e, v, d0)
+        system = self.rig.system
+        g = jnp.concatenate([hinge_violation(q, hg) for hg in system.hinges])
+        G = jnp.concatenate(
+            [
+                constraint_jacobian(lambda qq, hg=hg: hinge_violation(qq, hg), q, self.nb)
+                for hg in system.hinges
+            ]
+        )
+        sig = []
+        for hp in p.hinges:
+            gamma = 1.0 / (1.0 + 4.0 * hp.tau / h)  # (2.9)
+            eps = jnp.concatenate([jnp.full(3, hp.eps_lin), jnp.full(2, hp.eps_rot)])
+            sig.append(4.0 / h**2 * eps * gamma)  # (2.10)
+        sig = jnp.concatenate(sig)
+        Gp = G.T @ jnp.linalg.solve(G @ G.T, jnp.eye(G.shape[0]))
+        dq0 = Gp @ g
+        dv0 = Gp @ (G @ v.reshape(-1))
+        M = jax.scipy.linalg.block_diag(*mass_matrix_blocks(p, q[1]))
+        Msig = M + G.T @ (G / sig[:, None])
+        return jnp.sqrt(a["kappa"]) * jnp.concatenate([Msig @ dq0 / h, Msig @ dv0])
+
+    def _obs_data(self, a, n):
+        if self.markers:
+            return a["uv"], a["mw"]
+        return jnp.zeros((n, 0, 2)), jnp.zeros((n, 0))
+
+    # ------------------------------------------------------------------ residual vector
+    def _residuals(self, X, theta, a):
+        r, e, v = X
+        z = jnp.zeros(self.d)
+        dyn = jax.vmap(lambda *b: self._dyn(a, theta, *b, z, z))(
+            r[:-1], e[:-1], v[:-1], r[1:], e[1:], v[1:], a["u"]
+        )
+        uv, mw = self._obs_data(a, r.shape[0])
+        obs = jax.vmap(lambda *b: self._obs(a, *b, z))(r, e, v, a["y"], a["w"], uv, mw)
+        init = self._init(a, theta, r[0], e[0], v[0], z)
+        return dyn, obs, init
+
+    def _cost_fn(self, X, theta, a):
+        dyn, obs, init = self._residuals(X, theta, a)
+        return jnp.sum(dyn**2) + jnp.sum(obs**2) + jnp.sum(init**2)
+
+    def _linearize(self, X, theta, a):
+        r, e, v = X
+        z = jnp.zeros(self.d)
+
+        def with_value(f):
+            # jacfwd with the primal returned as aux: one pass gives value and Jacobian.
+            def g(*b):
+                out = f(*b)
+                return out, out
+
+            return g
+
+        def dyn_block(rk, ek, vk, rk1, ek1, vk1, uk):
+            def f(dk, dk1, th):
+                return self._dyn(a, th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)
+
+            jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
+            return (val, *jac)
+
+        dr, dA, dB, dC = jax.vmap(dyn_block)(r[:-1], e[:-1], v[:-1], r[1:], e[1:], v[1:], a["u"])
+
+        def obs_block(rk, ek, vk, yk, wk, uvk, mwk):
+            def f(dk):
+                return self._obs(a, rk, ek, vk, yk, wk, uvk, mwk, dk)
+
+            jac, val = jax.jacfwd(with_value(f), has_aux=True)(z)
+            return val, jac
+
+        uv, mw = self._obs_data(a, r.shape[0])
+        orr, oA = jax.vmap(obs_block)(r, e, v, a["y"], a["w"], uv, mw)
+
+        def f0(d0, th):
+            return self._init(a, th, r[0], e[0], v[0], d0)
+
+        (iA, iC), ir = jax.jacfwd(with_value(f0), argnums=(0, 1), has_aux=True)(z, theta)
+        return dr, dA, dB, dC, orr, oA, ir, iA, iC
+
+    def _retract_fn(self, X, dX):
+        r, e, v = X
+        nb = self.nb
+        q = jax.vmap(lambda rk, ek, dk: boxplus_config((rk, ek), dk[: 6 * nb].reshape(nb, 6)))(
+            r, e, dX
+        )
+        return q[0], q[1], v + dX[:, 6 * nb :].reshape(-1, nb, 6)
+
+
+_MODELS: dict[tuple, _Model] = {}
+
+
+def _model(rig, names, h, markers) -> _Model:
+    """The compiled model of this structure (shared by every problem that has it)."""
+    key = (rig.system, rig.make_params, rig.state_from_angles, tuple(names), float(h), markers)
+    if key not in _MODELS:
+        _MODELS[key] = _Model(rig, tuple(names), float(h), markers)
+    return _MODELS[key]
 
 
 @dataclass
@@ -41,6 +205,11 @@ class HingedProblem:
     ``names`` are the free parameters; χ = ``scale`` · θ (θ is what LM sees, so that the
     damping αI treats parameters of very different magnitude alike); ``lower``/``upper`` are
     the box on θ. ``y[n, k]`` angles (rad), ``obs_weight[n, k]`` (0 where missing), ``u[n−1]``.
+
+    ``markers`` (optional) adds camera-marker pixel rows to each observation block. R⁻¹ = I
+    of Section 4.4 stands for an observation noise of σ_ref = ``reference_noise`` (rad, the
+    encoders' noise): marker rows are weighted by σ_ref² · ``markers.weight`` (= σ_ref²/σ_px²)
+    so that encoders and camera enter in proportion to their information (Appendix E).
     """
 
     rig: object
@@ -53,124 +222,60 @@ class HingedProblem:
     u: np.ndarray
     h: float
     kappa: float
+    markers: MarkerObservations | None = None
+    reference_noise: float = 1e-3
+    _args: dict = field(init=False, repr=False)
 
     def __post_init__(self):
         self.nb = self.rig.system.n_bodies
         self.d = 12 * self.nb
-        self._lin = jax.jit(self._linearize)
-        self._cost = jax.jit(self._cost_fn)
-        self._retract = jax.jit(self._retract_fn)
-
-    # ------------------------------------------------------------------ model pieces
-    def params(self, theta):
-        values = {k: jnp.asarray(v) for k, v in self.rig.values.items()}
-        for i, name in enumerate(self.names):
-            values[name] = theta[i] * self.scale[i]
-        return self.rig.make_params(values)
-
-    def _moved(self, r, e, v, delta):
-        nb = self.nb
-        q = boxplus_config((r, e), delta[: 6 * nb].reshape(nb, 6))
-        return q, v + delta[6 * nb :].reshape(nb, 6)
-
-    def _dyn(self, theta, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1):
-        p = self.params(theta)
-        q, v = self._moved(rk, ek, vk, dk)
-        q1, v1 = self._moved(rk1, ek1, vk1, dk1)
-        dp_u, dp_q = impulse_residual(self.rig.system, p, q, v, q1, v1, uk, self.h)
-        return jnp.sqrt(self.kappa) * jnp.concatenate([dp_u, dp_q])
-
-    def _obs(self, r, e, v, y, w, dk):
-        q, _ = self._moved(r, e, v, dk)
-        return jnp.sqrt(w) * _wrap(self.rig.observe(q) - y)
-
-    def _init(self, theta, r, e, v, d0):
-        """√κ M_Σ [h⁻¹ Δq_0; Δv_0] with Δq_0 = G⁺ g(q_0), Δv_0 = G⁺ G v_0 (3.16–3.17; the
-        printed (GᵀG)⁻¹Gᵀ is singular for a hinge, so we use the minimum-norm G⁺)."""
-        p = self.params(theta)
-        q, v = self._moved(r, e, v, d0)
-        system = self.rig.system
-        n = system.n_dof
-        g = jnp.concatenate([hinge_violation(q, hg) for hg in system.hinges])
-        G = jnp.concatenate(
-            [
-                constraint_jacobian(lambda qq, hg=hg: hinge_violation(qq, hg), q, self.nb)
-                for hg in system.hinges
-            ]
-        )
-        sig = []
-        for hp in p.hinges:
-            gamma = 1.0 / (1.0 + 4.0 * hp.tau / self.h)  # (2.9)
-            eps = jnp.concatenate([jnp.full(3, hp.eps_lin), jnp.full(2, hp.eps_rot)])
-            sig.append(4.0 / self.h**2 * eps * gamma)  # (2.10)
-        sig = jnp.concatenate(sig)
-        Gp = G.T @ jnp.linalg.solve(G @ G.T, jnp.eye(G.shape[0]))
-        dq0 = Gp @ g
-        dv0 = Gp @ (G @ v.reshape(-1))
-        M = jax.scipy.linalg.block_diag(*mass_matrix_blocks(p, q[1]))
-        Msig = M + G.T @ (G / sig[:, None])
-        del n
-        return jnp.sqrt(self.kappa) * jnp.concatenate([Msig @ dq0 / self.h, Msig @ dv0])
-
-    # ------------------------------------------------------------------ residual vector
-    def _residuals(self, X, theta, y, w, u):
-        r, e, v = X
-        nd = self.d
-        z = jnp.zeros(nd)
-        dyn = jax.vmap(lambda *a: self._dyn(theta, *a, z, z))(
-            r[:-1], e[:-1], v[:-1], r[1:], e[1:], v[1:], u
-        )
-        obs = jax.vmap(lambda *a: self._obs(*a, z))(r, e, v, y, w)
-        init = self._init(theta, r[0], e[0], v[0], z)
-        return dyn, obs, init
-
-    def _cost_fn(self, X, theta, y, w, u):
-        dyn, obs, init = self._residuals(X, theta, y, w, u)
-        return jnp.sum(dyn**2) + jnp.sum(obs**2) + jnp.sum(init**2)
-
-    def _linearize(self, X, theta, y, w, u):
-        r, e, v = X
-        z = jnp.zeros(self.d)
-
-        def dyn_block(rk, ek, vk, rk1, ek1, vk1, uk):
-            f = lambda dk, dk1, th: self._dyn(th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)  # noqa: E731
-            jac = jax.jacfwd(f, argnums=(0, 1, 2))(z, z, theta)
-            return (f(z, z, theta), *jac)
-
-        dr, dA, dB, dC = jax.vmap(dyn_block)(r[:-1], e[:-1], v[:-1], r[1:], e[1:], v[1:], u)
-
-        def obs_block(rk, ek, vk, yk, wk):
-            f = lambda dk: self._obs(rk, ek, vk, yk, wk, dk)  # noqa: E731
-            return f(z), jax.jacfwd(f)(z)
-
-        orr, oA = jax.vmap(obs_block)(r, e, v, y, w)
-        f0 = lambda d0, th: self._init(th, r[0], e[0], v[0], d0)  # noqa: E731
-        ir = f0(z, theta)
-        iA, iC = jax.jacfwd(f0, argnums=(0, 1))(z, theta)
-        return dr, dA, dB, dC, orr, oA, ir, iA, iC
-
-    def _retract_fn(self, X, dX):
-        r, e, v = X
-        nb = self.nb
-        q = jax.vmap(lambda rk, ek, dk: boxplus_config((rk, ek), dk[: 6 * nb].reshape(nb, 6)))(
-            r, e, dX
-        )
-        return q[0], q[1], v + dX[:, 6 * nb :].reshape(-1, nb, 6)
+        mk = self.markers
+        if mk is not None and mk.uv.shape[0] != np.shape(self.y)[0]:
+            raise ValueError(
+                f"markers cover {mk.uv.shape[0]} grid steps, the encoders {np.shape(self.y)[0]}"
+            )
+        self.model = _model(self.rig, self.names, self.h, (mk.model, mk.body) if mk else None)
+        self._args = {
+            "values": {k: jnp.asarray(float(v)) for k, v in self.rig.values.items()},
+            "scale": jnp.asarray(np.asarray(self.scale, float)),
+            "kappa": jnp.asarray(float(self.kappa)),
+            "y": jnp.asarray(self.y, float),
+            "w": jnp.asarray(self.obs_weight, float),
+            "u": jnp.asarray(self.u, float),
+        }
+        if mk is not None:
+            self._args.update(
+                cam=mk.arrays(),
+                uv=jnp.asarray(mk.uv),
+                mw=jnp.asarray(mk.weight * self.reference_noise**2),
+            )
 
     # ------------------------------------------------------------------ ArrowProblem API
-    def _data(self):
-        return jnp.asarray(self.y), jnp.asarray(self.obs_weight), jnp.asarray(self.u)
-
     def linearize(self, X, theta) -> Linearization:
-        out = self._lin(X, jnp.asarray(theta), *self._data())
-        return Linearization(*(np.asarray(a) for a in out))
+        out = self.model.lin(X, jnp.asarray(theta, float), self._args)
+        present = np.asarray(self.obs_weight) > 0
+        if self.markers is not None:
+            mp = np.repeat(self.markers.weight > 0, 2, axis=1)
+            present = np.concatenate([present, mp], axis=1)
+        return Linearization(*out, obs_present=present)
 
     def cost(self, X, theta) -> float:
-        return float(self._cost(X, jnp.asarray(theta), *self._data()))
+        return float(self.model.cost(X, jnp.asarray(theta, float), self._args))
 
     def retract(self, X, dX):
-        return self._retract(X, jnp.asarray(dX))
+        return self.model.retract(X, jnp.asarray(dX))
 
     def residuals(self, X, theta):
-        """Unweighted-by-nothing weighted blocks (dyn, obs, init) as NumPy arrays."""
-        return tuple(np.asarray(a) for a in self._residuals(X, jnp.asarray(theta), *self._data()))
+        """Weighted residual blocks (dyn, obs, init) as NumPy arrays."""
+        out = self.model.residuals(X, jnp.asarray(theta, float), self._args)
+        return tuple(np.asarray(a) for a in out)
+
+    def observed_angles(self, X) -> np.ndarray:
+        """Joint angles [n, k] (rad) of the states X."""
+        return np.asarray(self.model.observe(X[0], X[1]))
+
+    def marker_pixels(self, X) -> np.ndarray | None:
+        """Predicted marker pixels [n, m, 2] of the states X (None without markers)."""
+        if self.markers is None:
+            return None
+        return np.asarray(self.model.pixels(self._args["cam"], X[0], X[1]))

@@ -7,6 +7,8 @@ violation and differenced into velocities by (4.3).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,9 +40,19 @@ def initial_states(rig, grid_angles: np.ndarray, h: float):
     """States X = (r[n, nb, 3], e[n, nb, 4], v[n, nb, 6]) from smoothed angles[n, k]:
     configurations from ``rig.state_from_angles`` (zero constraint violation) and velocities
     v_{k+1} = h⁻¹ (q_{k+1} ⊟ q_k) (4.3), v_0 = v_1."""
-    r, e = jax.vmap(rig.state_from_angles)(jnp.asarray(grid_angles))
-    vel = jax.vmap(lambda r0, e0, r1, e1: configuration_velocity((r0, e0), (r1, e1), h))(
-        r[:-1], e[:-1], r[1:], e[1:]
-    )
-    v = jnp.concatenate([vel[:1], vel])
-    return r, e, v
+    return _states_fn(rig.state_from_angles)(jnp.asarray(grid_angles, float), float(h))
+
+
+@functools.lru_cache(maxsize=16)
+def _states_fn(state_from_angles):
+    """One compiled function per rig model (run op by op, the vmaps cost ~40 compilations)."""
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def states(angles, h):
+        r, e = jax.vmap(state_from_angles)(angles)
+        vel = jax.vmap(lambda r0, e0, r1, e1: configuration_velocity((r0, e0), (r1, e1), h))(
+            r[:-1], e[:-1], r[1:], e[1:]
+        )
+        return r, e, jnp.concatenate([vel[:1], vel])
+
+    return states

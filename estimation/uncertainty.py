@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solveh_banded
 
-from estimation.lm import Linearization, _banded_upper, normal_equations
+from estimation.lm import Linearization, _banded_upper, normal_equations, single_threaded_blas
 
 RCOND = 1e-10  # singular values of TᵀT below RCOND · largest count as "not excited"
 REL_STD_LIMIT = 0.5  # a parameter whose std exceeds half its magnitude is not identified
@@ -41,18 +41,27 @@ class Covariance:
     unexcited: list[int]  # indices (into directions) of directions the data do not excite
 
 
-def _sample_cov(r: np.ndarray) -> np.ndarray:
-    """(3.26–3.27): 1/(n−1) Σ r_k r_kᵀ of residual blocks r[n, m]."""
-    return r.T @ r / max(len(r) - 1, 1)
+def _sample_cov(r: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
+    """(3.26–3.27): 1/(n−1) Σ r_k r_kᵀ of residual blocks r[n, m]. With ``present[n, m]``,
+    entry (i, j) is averaged over the N_ij steps where both rows carry a sample (a camera
+    marker seen on 1 grid step in 30 must not have its variance diluted 30 times)."""
+    r = np.asarray(r)
+    if present is None:
+        return r.T @ r / max(len(r) - 1, 1)
+    pm = np.asarray(present, float)
+    count = pm.T @ pm
+    return (r.T @ r) / np.maximum(count - 1.0, 1.0)
 
 
 def parameter_covariance(lin: Linearization, scale: np.ndarray, values: np.ndarray) -> Covariance:
     """Λ_χχ of χ = scale·θ at the linearization ``lin`` (Jacobians w.r.t. θ), and flags."""
     ne = normal_equations(lin)
+    lin = Linearization(*(None if a is None else np.asarray(a) for a in lin))
     n, d, p = ne.F.shape
     reg = 1e-12 * float(np.max(np.einsum("kii->ki", ne.D)))
     ab = _banded_upper(ne.D, ne.U, reg)
-    Y = solveh_banded(ab, ne.F.reshape(n * d, p), lower=False, check_finite=False)
+    with single_threaded_blas():
+        Y = solveh_banded(ab, ne.F.reshape(n * d, p), lower=False, check_finite=False)
     Y = Y.reshape(n, d, p)
     # Rows of T, block by block (3.32).
     t_dyn = lin.dyn_C - np.einsum("kmi,kip->kmp", lin.dyn_A, Y[:-1])
@@ -61,7 +70,7 @@ def parameter_covariance(lin: Linearization, scale: np.ndarray, values: np.ndarr
     t_init = lin.init_C - lin.init_A @ Y[0]
     TT = np.einsum("kmp,kmq->pq", t_dyn, t_dyn) + np.einsum("kmp,kmq->pq", t_obs, t_obs)
     TT += t_init.T @ t_init
-    C_dyn, C_obs = _sample_cov(lin.dyn_r), _sample_cov(lin.obs_r)
+    C_dyn, C_obs = _sample_cov(lin.dyn_r), _sample_cov(lin.obs_r, lin.obs_present)
     TCT = np.einsum("kmp,mn,knq->pq", t_dyn, C_dyn, t_dyn)
     TCT += np.einsum("kmp,mn,knq->pq", t_obs, C_obs, t_obs)
     TCT += t_init.T @ C_dyn @ t_init

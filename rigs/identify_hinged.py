@@ -10,6 +10,7 @@ weighted squared residual per time step (mean over the n steps of a series).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -19,6 +20,7 @@ from estimation.estimate import Estimate, ParameterEstimate
 from estimation.hinged_problem import HingedProblem
 from estimation.initialize import initial_states, resample, smooth_angles
 from estimation.lm import LMSettings, levenberg_marquardt
+from estimation.markers import MarkerObservations
 from estimation.uncertainty import parameter_covariance
 from rigs.errors import InputError
 from rigs.spec import RigSpec
@@ -91,7 +93,10 @@ def _scale(p) -> float:
     return width if np.isfinite(width) and width > 0 else 1.0
 
 
-def build_problem(rig, spec, names, series, settings, values=None) -> tuple:
+def build_problem(
+    rig, spec, names, series, settings, values=None, markers=None, sigma_ref=1e-3
+) -> tuple:
+    """The ``HingedProblem`` of one series and its initial states (Section 4.4)."""
     weights = channel_weights(spec, rig.channels)
     if values is not None:
         rig = _with_values(rig, values)
@@ -102,7 +107,7 @@ def build_problem(rig, spec, names, series, settings, values=None) -> tuple:
     obs_w = series["present"] * weights[None, :]
     problem = HingedProblem(
         rig, tuple(names), scale, lower, upper, series["y"], obs_w.astype(float),
-        series["u"], settings["h"], settings["kappa"],
+        series["u"], settings["h"], settings["kappa"], markers, sigma_ref,
     )  # fmt: skip
     X0 = initial_states(rig, series["init"], settings["h"])
     return problem, X0
@@ -116,45 +121,105 @@ def _with_values(rig, values: dict):
     return replace(rig, values=merged)
 
 
-def identify_hinged(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
-    """Identify ``spec.parameters`` from the first log; cross-validate on the others."""
-    from rigs.encoders import read_log
+def enable_compilation_cache(path: str | Path | None = None) -> Path:
+    """Turn on JAX's persistent compilation cache so that a new process reuses the compiled
+    residuals and Jacobians (~5–10 s of XLA compilation per rig) instead of compiling again.
 
-    settings = method_settings(spec)
-    h = settings["h"]
-    names = list(spec.parameters)
-    all_series = [series_on_grid(read_log(p, spec), rig.channels, h, p) for p in data]
-    problem, X0 = build_problem(rig, spec, names, all_series[0], settings)
-    theta0 = np.array([spec.parameters[k].initial for k in names]) / problem.scale
-    n = len(all_series[0]["grid"])
-    console.print(f"identifying {', '.join(names)} from {data[0]} ({n} steps of {h:g} s)")
-    start = time.perf_counter()
+    ``path`` defaults to ``$PHYSID_JAX_CACHE`` or ``~/.cache/physid/jax``. Safe to call more
+    than once; returns the folder used."""
+    import os
 
-    def progress(it, cost, alpha, theta):
-        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * problem.scale, strict=True))
-        console.print(f"  iteration {it:3d}  cost/step {cost / n:.4e}  α {alpha:.2e}  {shown}")
+    folder = Path(
+        path or os.environ.get("PHYSID_JAX_CACHE") or Path.home() / ".cache" / "physid" / "jax"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    # Cache every compilation: ours are many small ones plus a few large ones.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
 
-    lm = LMSettings(
+
+def reference_noise(spec: RigSpec, channels) -> float:
+    """σ_ref (rad) that R⁻¹ = I stands for: the encoders' ``[sensors.X] noise`` divided by
+    the square root of their weight, the smallest over channels (default 1e-3 rad)."""
+    from rigs.units import to_si
+
+    sig = []
+    for c in channels:
+        entry = spec.sensors.get(c, {})
+        noise = entry.get("noise")
+        if isinstance(noise, dict) and "value" in noise:
+            value = to_si(float(noise["value"]), str(noise.get("unit", "rad")))
+        elif isinstance(noise, int | float):
+            value = float(noise)
+        else:
+            continue
+        sig.append(value / np.sqrt(float(entry.get("weight", 1.0))))
+    return min(sig) if sig else 1e-3
+
+
+def lm_settings(settings: dict) -> LMSettings:
+    return LMSettings(
         eps_g=settings["eps_g"],
         eps_delta=settings["eps_delta"],
         max_iter=settings["max_iter"],
         tau=settings["lm_tau"],
         eps_f=settings["eps_f"],
     )
-    res = levenberg_marquardt(problem, X0, theta0, lm, progress)
-    values = res.theta * problem.scale
-    console.print(
-        f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s"
+
+
+def identify_series(
+    spec: RigSpec,
+    rig,
+    series_list: list[dict],
+    markers=None,
+    progress: Callable[[str], None] | None = None,
+    labels: list[str] | None = None,
+) -> tuple[Estimate, list[dict]]:
+    """Identify ``spec.parameters`` from the first series; cross-validate on the others.
+
+    No file I/O. ``series_list``: dicts from ``series_on_grid`` (one per log, same rig);
+    ``markers``: None, one ``MarkerObservations`` for the first series, or a list with one
+    entry (or None) per series, each on that series' grid; ``progress`` receives one line of
+    text per LM iteration. Returns the ``Estimate`` and, per series, a dict with ``grid``
+    (s), fitted ``angles[n, k]`` (rad), ``pixels[n, m, 2]`` (px, or None), ``states`` (r, e,
+    v) and ``cost`` (weighted squared residual per step).
+    """
+    say = progress or (lambda _line: None)
+    settings = method_settings(spec)
+    h = settings["h"]
+    names = list(spec.parameters)
+    labels = labels or [f"series {i}" for i in range(len(series_list))]
+    marks = _marker_list(markers, len(series_list))
+    sigma_ref = reference_noise(spec, rig.channels)
+    problem, X0 = build_problem(
+        rig, spec, names, series_list[0], settings, None, marks[0], sigma_ref
     )
+    theta0 = np.array([spec.parameters[k].initial for k in names]) / problem.scale
+    n = len(series_list[0]["grid"])
+    say(f"identifying {', '.join(names)} from {labels[0]} ({n} steps of {h:g} s)")
+    start = time.perf_counter()
+
+    def on_iteration(it, cost, alpha, theta):
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * problem.scale, strict=True))
+        say(f"  iteration {it:3d}  cost/step {cost / n:.4e}  α {alpha:.2e}  {shown}")
+
+    lm = lm_settings(settings)
+    res = levenberg_marquardt(problem, X0, theta0, lm, on_iteration)
+    values = res.theta * problem.scale
+    say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
     cov = parameter_covariance(res.lin, problem.scale, values)
+    fits = [_fit(problem, res.X, series_list[0], res.cost)]
 
     cv_costs = []
     fitted = {names[i]: float(values[i]) for i in range(len(names))}
-    for path, series in zip(data[1:], all_series[1:], strict=True):
-        cv_problem, cv_X0 = build_problem(rig, spec, [], series, settings, fitted)
+    for label, series, mk in zip(labels[1:], series_list[1:], marks[1:], strict=True):
+        cv_problem, cv_X0 = build_problem(rig, spec, [], series, settings, fitted, mk, sigma_ref)
         cv = levenberg_marquardt(cv_problem, cv_X0, np.zeros(0), lm)
         cv_costs.append(cv.cost / len(series["grid"]))
-        console.print(f"  cross-validation on {path}: cost/step {cv_costs[-1]:.4e}")
+        fits.append(_fit(cv_problem, cv.X, series, cv.cost))
+        say(f"  cross-validation on {label}: cost/step {cv_costs[-1]:.4e}")
 
     units = rig.parameter_units
     estimate = Estimate(
@@ -170,7 +235,7 @@ def identify_hinged(spec: RigSpec, rig, data: list[Path], out: Path, console) ->
         iterations=res.iterations,
         converged=res.converged,
         history=[c / n for c in res.history],
-        settings={**settings, "logs": [str(p) for p in data]},
+        settings={**settings, "logs": list(labels), "reference_noise": sigma_ref},
         cv_cost=float(np.mean(cv_costs)) if cv_costs else None,
         covariance=cov.cov.tolist(),
         identifiability={
@@ -179,12 +244,48 @@ def identify_hinged(spec: RigSpec, rig, data: list[Path], out: Path, console) ->
             "unexcited_directions": cov.unexcited,
             "relative_to": "max(|value|, |initial|) per parameter",
         },
-        extra={"stop_reason": res.reason, "cv_costs": cv_costs, "tau": _taus(rig)},
+        extra={
+            "stop_reason": res.reason,
+            "cv_costs": cv_costs,
+            "tau": _taus(rig),
+            "markers": [mk.m if mk is not None else 0 for mk in marks],
+        },
+    )
+    return estimate, fits
+
+
+def _marker_list(markers, count: int) -> list:
+    if markers is None or isinstance(markers, MarkerObservations):
+        return [markers] + [None] * (count - 1)
+    marks = list(markers)
+    if len(marks) != count:
+        raise ValueError(f"{len(marks)} marker sets for {count} series")
+    return marks
+
+
+def _fit(problem: HingedProblem, X, series: dict, cost: float) -> dict:
+    return {
+        "grid": series["grid"],
+        "angles": problem.observed_angles(X),
+        "pixels": problem.marker_pixels(X),
+        "states": tuple(np.asarray(a) for a in X),
+        "cost": cost / len(series["grid"]),
+    }
+
+
+def identify_hinged(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
+    """``physid identify``: read the logs, ``identify_series``, write estimate.json and fit.png."""
+    from rigs.encoders import read_log
+
+    enable_compilation_cache()
+    h = method_settings(spec)["h"]
+    all_series = [series_on_grid(read_log(p, spec), rig.channels, h, p) for p in data]
+    estimate, fits = identify_series(
+        spec, rig, all_series, progress=console.print, labels=[str(p) for p in data]
     )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    fit = np.asarray(jax.vmap(lambda r, e: rig.observe((r, e)))(res.X[0], res.X[1]))
-    _plot(out / "fit.png", all_series[0], fit, rig.channels, spec.name)
+    _plot(out / "fit.png", all_series[0], fits[0]["angles"], rig.channels, spec.name)
     estimate.write(out / "estimate.json")
     return estimate
 
