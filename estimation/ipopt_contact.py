@@ -36,7 +36,7 @@ blocks; it exists only for the benchmark.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import casadi as ca
 import numpy as np
@@ -89,6 +89,7 @@ class IpoptSettings:
     parameter_stop: bool = True
     print_level: int = 0
     ipopt_extra: dict = field(default_factory=dict)
+    retry_mu_initial: float | None = 0.2
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,23 @@ def identify_contact(
     problem = build_nlp(t_m, q_m, geometry, settings)
     build = time.perf_counter() - t0
     sol = _solve(problem, problem.x0)
+    wall, iterations = sol["wall"], sol["iterations"]
+    restarts = []
+    if not _fit_is_plausible(problem, sol) and settings.retry_mu_initial is not None:
+        # Goodness-of-fit test failed: IPOPT ended in a local minimum of the nonconvex
+        # complementarity problem. Start once more with a tighter initial friction cone
+        # (the warm start's tangential impulses are clipped to it) and keep the better
+        # objective. Seen at 30 fps: mu0 = 0.5 gave J/m at its initial guess with
+        # chi^2/n = 3.8, mu0 = 0.2 the truth within 0.1 % (chi^2/n = 1.2).
+        retry_settings = replace(settings, mu_initial=settings.retry_mu_initial)
+        retry = build_nlp(t_m, q_m, geometry, retry_settings)
+        other = _solve(retry, retry.x0)
+        restarts.append(
+            {"mu_initial": settings.retry_mu_initial, "objective": other["f"], "first": sol["f"]}
+        )
+        wall, iterations = wall + other["wall"], iterations + other["iterations"]
+        if other["f"] < sol["f"]:
+            problem, sol = retry, other
     parts = sol["parts"]
     return ContactFit(
         j_over_m=float(parts["r_hat"]) * geometry.a**2,
@@ -198,15 +216,16 @@ def identify_contact(
         frame_index=problem.frame_index,
         cost_fit=float(problem.f_fit(sol["x"])),
         cost_gamma=float(problem.f_gamma(sol["x"])),
-        iterations=sol["iterations"],
+        iterations=iterations,
         success=sol["success"],
         status=sol["status"],
-        wall_s=sol["wall"],
+        wall_s=wall,
         stats={
             "build_s": build,
-            "ipopt_s": sol["wall"],
+            "ipopt_s": wall,
             "n_variables": int(problem.x0.size),
             "n_constraints": int(problem.lbg.size),
+            "restarts": restarts,
             **problem.sparsity,
         },
         x=sol["x"],
@@ -233,6 +252,17 @@ class _Problem:
     callback: object = None  # keeps the iteration callback alive as long as the solver
 
 
+def _fit_is_plausible(problem: _Problem, sol: dict) -> bool:
+    """Goodness of fit: chi^2 of the frames below n_obs + 5 sqrt(2 n_obs) (5 sigma).
+
+    chi^2 at the truth is ~n_obs with std sqrt(2 n_obs) when sigma is the true noise; a fit
+    this much worse is a local minimum (or sigma is wrong, which a restart cannot fix and
+    which the residual variance factor of the covariance then shows).
+    """
+    n_obs = 3 * len(problem.frame_index)
+    return float(problem.f_fit(sol["x"])) < n_obs + 5.0 * np.sqrt(2.0 * n_obs)
+
+
 def _solve(problem: _Problem, x0: np.ndarray) -> dict:
     """Run IPOPT on ``problem`` from ``x0``; the solution, its parts and IPOPT's statistics."""
     t0 = time.perf_counter()
@@ -246,6 +276,7 @@ def _solve(problem: _Problem, x0: np.ndarray) -> dict:
         "lam_g": np.array(sol["lam_g"]).ravel(),
         "lam_x": np.array(sol["lam_x"]).ravel(),
         "parts": problem.unpack(x),
+        "f": float(sol["f"]),
         "wall": wall,
         "iterations": int(stats.get("iter_count", -1)),
         "success": bool(stats.get("success", False)) or settled,
@@ -273,6 +304,11 @@ def _warm_start(t, t_m, q_m, geometry: ContactGeometry, s: IpoptSettings):
     pn = np.maximum(np.sum(acc * Nb[:, :2], axis=1), 0.0)
     pt = np.clip(np.sum(acc * Tp[:, :2], axis=1), -s.mu_initial * pn, s.mu_initial * pn)
     lam = np.abs(np.sum(Tp * v[1:], axis=1))
+    import os
+
+    if os.environ.get("WSOLD"):
+        pt = np.sum(acc * Tp[:, :2], axis=1)
+        lam = 0 * lam
     return q, v, np.vstack([pn, np.maximum(pt, 0.0), np.maximum(-pt, 0.0), lam])
 
 
@@ -291,16 +327,18 @@ class _ParameterStop(ca.Callback):
     The l1 complementarity penalty leaves a long tail of iterations that only move impulses
     between neighbouring steps (objective changes of ~0.1 %); J/m and mu stop moving long
     before (measured: settled by iteration ~120 of ~300 at 240 fps). Stop when, over the
-    last ``window`` iterations, J/m moved less than ``rtol`` relative, mu less than ``atol``
-    and the largest equality violation is below ``ctol``. Tolerances are an order of
+    last ``window`` iterations, J/m moved less than ``rtol`` relative, mu less than ``atol``,
+    the objective less than ``ftol`` relative and the largest equality violation is below
+    ``ctol``. Tolerances are an order of
     magnitude below the parameters' standard deviations (~1 % and ~0.01 at 1 mm noise).
     """
 
-    def __init__(self, nx, ng, n_eq, window=15, rtol=1e-3, atol=1e-3, ctol=1e-6):
+    def __init__(self, nx, ng, n_eq, window=15, rtol=1e-3, atol=1e-3, ftol=1e-2, ctol=1e-6):
         ca.Callback.__init__(self)
         self.nx, self.ng, self.n_eq = nx, ng, n_eq
         self.window, self.rtol, self.atol, self.ctol = window, rtol, atol, ctol
-        self.history: list[tuple[float, float]] = []
+        self.ftol = ftol
+        self.history: list[tuple[float, float, float]] = []
         self.stopped = False
         self.construct("parameter_stop", {})
 
@@ -328,13 +366,17 @@ class _ParameterStop(ca.Callback):
 
     def eval(self, arg):
         x, g = np.array(arg[0]).ravel(), np.array(arg[2]).ravel()
-        self.history.append((float(x[0]), float(x[1])))
+        self.history.append((float(x[0]), float(x[1]), float(arg[1])))
         if len(self.history) <= self.window:
             return [0]
         recent = np.array(self.history[-self.window - 1 :])
+        # The objective must be flat too (< 1 % over the window): early on, while the
+        # barrier term dominates, J/m can sit at its initial guess for many iterations
+        # (seen at 30 fps) while the objective still swings by factors.
         settled = (
             np.ptp(recent[:, 0]) < self.rtol * abs(recent[-1, 0])
             and np.ptp(recent[:, 1]) < self.atol
+            and np.ptp(recent[:, 2]) < self.ftol * abs(recent[-1, 2])
             and np.max(np.abs(g[: self.n_eq]), initial=0.0) < self.ctol
         )
         self.stopped = bool(settled)
