@@ -1,0 +1,135 @@
+"""Camera-marker observation term: the JAX projections against OpenCV, and the marker rows'
+tangent-space Jacobian against central finite differences."""
+
+from __future__ import annotations
+
+import cv2
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from estimation.hinged_problem import HingedProblem
+from estimation.initialize import initial_states
+from estimation.markers import MarkerObservations, project_fisheye, project_pinhole
+from rigs import furuta
+from rigs.spec import load_spec
+
+K = np.array([[610.0, 0.0, 642.5], [0.0, 605.0, 358.0], [0.0, 0.0, 1.0]])
+D_FISHEYE = np.array([0.041, -0.012, 0.0031, -0.0007])  # GoPro-like equidistant k1..k4
+D_PINHOLE = np.array([-0.21, 0.05, 1.2e-3, -8e-4, -4e-3])  # k1 k2 p1 p2 k3
+
+
+def _points(rng, n, max_angle):
+    """Camera-frame points in front of the camera, up to ``max_angle`` (rad) off axis, at
+    0.2–3 m, plus one exactly on the axis (the r → 0 branch of the fisheye)."""
+    ang = rng.uniform(0, max_angle, n)
+    az = rng.uniform(-np.pi, np.pi, n)
+    depth = rng.uniform(0.2, 3.0, n)
+    dirs = np.stack([np.sin(ang) * np.cos(az), np.sin(ang) * np.sin(az), np.cos(ang)], 1)
+    return np.concatenate([dirs * depth[:, None], [[0.0, 0.0, 1.3]]])
+
+
+def test_fisheye_projection_matches_opencv():
+    pts = _points(np.random.default_rng(0), 500, np.radians(85))  # a 170° fisheye
+    ref, _ = cv2.fisheye.projectPoints(pts[:, None], np.zeros(3), np.zeros(3), K, D_FISHEYE)
+    ours = np.asarray(project_fisheye(jnp.asarray(pts), jnp.asarray(K), jnp.asarray(D_FISHEYE)))
+    # Same formula in float64 on ~10³ px: only round-off (~1e-13 relative) may differ.
+    np.testing.assert_allclose(ours, ref[:, 0], rtol=0, atol=1e-8)
+
+
+def test_pinhole_projection_matches_opencv():
+    pts = _points(np.random.default_rng(1), 500, np.radians(40))
+    ref, _ = cv2.projectPoints(pts[:, None], np.zeros(3), np.zeros(3), K, D_PINHOLE)
+    ours = np.asarray(project_pinhole(jnp.asarray(pts), jnp.asarray(K), jnp.asarray(D_PINHOLE)))
+    np.testing.assert_allclose(ours, ref[:, 0], rtol=0, atol=1e-8)  # as above
+
+
+def _furuta_problem(n=6):
+    """A Furuta problem with 3 markers (two on the pendulum, one on the arm) seen by a
+    fisheye camera 0.6 m away; observations present on alternate steps."""
+    spec = load_spec("furuta")
+    rig = furuta.build(spec)
+    rng = np.random.default_rng(2)
+    angles = np.stack([np.linspace(0.1, 0.6, n), np.linspace(2.0, 2.9, n)], 1)
+    X = initial_states(rig, angles, 1e-3)
+    # Perturb velocities and positions so that no residual sits at a special point.
+    X = (X[0] + 1e-4 * rng.normal(size=X[0].shape), X[1], X[2] + 0.1 * rng.normal(size=X[2].shape))
+    R_cw, _ = cv2.Rodrigues(np.array([0.3, -0.2, 0.1]))
+    mk = MarkerObservations(
+        body=(1, 1, 0),
+        points=np.array([[0.05, 0.0, 0.01], [-0.03, 0.01, 0.0], [0.08, 0.0, 0.02]]),
+        K=K,
+        D=D_FISHEYE,
+        R_cw=R_cw,
+        t_cw=np.array([0.02, 0.05, 0.6]),
+        uv=rng.uniform(300, 900, (n, 3, 2)),
+        weight=np.where(np.arange(n)[:, None] % 2 == 0, 1 / 0.3**2, 0.0) * np.ones((1, 3)),
+    )
+    names = ("J_Azz", "J_Byy")
+    scale = np.array([0.003, 0.004])
+    y = np.asarray(jax.vmap(lambda r, e: rig.observe((r, e)))(X[0], X[1]))
+    prob = HingedProblem(
+        rig, names, scale, np.zeros(2), np.full(2, 10.0), y, np.ones_like(y), np.zeros(n - 1),
+        1e-3, 100.0, mk, 1e-3,
+    )  # fmt: skip
+    return prob, X
+
+
+def test_marker_rows_jacobian_matches_finite_differences():
+    prob, X = _furuta_problem()
+    theta = np.ones(2)
+    lin = prob.linearize(X, theta)
+    n, mo, d = np.shape(lin.obs_A)
+    assert mo == 2 + 2 * 3  # two encoders, then (u, v) of three markers
+    h = 1e-6  # central differences: truncation ~h² · |f'''| ≪ 1e-6 of the entries
+    fd = np.zeros((n, mo, d))
+    for i in range(d):  # a test-only loop over the tangent directions
+        step = np.zeros((n, d))
+        step[:, i] = h
+        plus = prob.residuals(prob.retract(X, step), theta)[1]
+        minus = prob.residuals(prob.retract(X, -step), theta)[1]
+        fd[:, :, i] = (plus - minus) / (2 * h)
+    scale = np.max(np.abs(fd))
+    np.testing.assert_allclose(np.asarray(lin.obs_A), fd, rtol=0, atol=1e-6 * scale)
+    # Steps without a camera frame carry no marker information at all.
+    assert np.all(np.asarray(lin.obs_A)[1::2, 2:] == 0)
+    assert np.abs(np.asarray(lin.obs_A)[0::2, 2:]).max() > 0
+    assert lin.obs_present[0, 2:].all() and not lin.obs_present[1, 2:].any()
+
+
+def test_marker_residual_is_weighted_pixel_error():
+    prob, X = _furuta_problem()
+    mk = prob.markers
+    px = prob.marker_pixels(X)
+    r, e = np.asarray(X[0]), np.asarray(X[1])
+    for k in (0, 3):  # OpenCV reference: world point → camera → fisheye pixels
+        pw = np.array(
+            [
+                r[k, b] + np.asarray(cv2.Rodrigues(_rotvec(e[k, b]))[0]) @ p
+                for b, p in zip(mk.body, mk.points, strict=True)
+            ]
+        )
+        rvec, _ = cv2.Rodrigues(mk.R_cw)
+        ref, _ = cv2.fisheye.projectPoints(pw[:, None], rvec, mk.t_cw, mk.K, mk.D)
+        np.testing.assert_allclose(px[k], ref[:, 0], atol=1e-7)  # round-off on ~10³ px
+    obs = prob.residuals(X, np.ones(2))[1]
+    # σ_ref² / σ_px² weighting: √(1e-6 / 0.09) · (π − uv) on observed steps, 0 elsewhere.
+    want = np.sqrt(1e-6 / 0.09) * (px[0] - mk.uv[0]).reshape(-1)
+    np.testing.assert_allclose(obs[0, 2:], want, rtol=1e-12)
+    assert np.all(obs[1, 2:] == 0)
+
+
+def _rotvec(e):
+    angle = 2 * np.arctan2(np.linalg.norm(e[1:]), e[0])
+    s = np.linalg.norm(e[1:])
+    return np.zeros(3) if s < 1e-15 else e[1:] / s * angle
+
+
+def test_marker_observations_reject_bad_shapes():
+    with pytest.raises(ValueError, match="uv"):
+        MarkerObservations((0,), np.zeros((1, 3)), K, D_FISHEYE, np.eye(3), np.zeros(3),
+                           np.zeros((5, 2, 2)), np.zeros((5, 2)))  # fmt: skip
+    with pytest.raises(ValueError, match="coefficients"):
+        MarkerObservations((0,), np.zeros((1, 3)), K, D_PINHOLE, np.eye(3), np.zeros(3),
+                           np.zeros((5, 1, 2)), np.zeros((5, 1)))  # fmt: skip
