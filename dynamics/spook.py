@@ -121,13 +121,33 @@ def step(system: System, params: Params, q, v, u, h: float) -> StepResult:
     eliminated (block LDLᵀ, Appendix A) and the remaining LCP solved by Lemke's algorithm.
     """
     blocks = mass_matrix_blocks(params, q[1])
-    Minv = jax.scipy.linalg.block_diag(*jnp.linalg.inv(blocks))
     force = applied_forces(params, blocks, v).reshape(-1)
-    v_free = v.reshape(-1) + h * Minv @ force
-    rows = [
+    rows = _all_hinge_rows(system, params, q, v, u, h)
+    v_next = _mlcp_velocity(system, params, blocks, force, rows, v, h)
+    M = jax.scipy.linalg.block_diag(*blocks)
+    return _finish_step(system, q, v, v_next, M, force, h)
+
+
+def _all_hinge_rows(system: System, params: Params, q, v, u, h) -> list[HingeRows]:
+    return [
         _hinge_rows(system, hg, hp, q, v, u, h)
         for hg, hp in zip(system.hinges, params.hinges, strict=True)
     ]
+
+
+def _finish_step(system: System, q, v, v_next, M, force, h) -> StepResult:
+    """(2.16) and the constraint impulses M(v_{k+1} − v_k) − h f that made the step."""
+    impulse = M @ (v_next - v.reshape(-1)) - h * force
+    v_next = v_next.reshape(system.n_bodies, 6)
+    q_next = boxplus_config(q, h * v_next)
+    return StepResult(q_next, v_next, impulse.reshape(system.n_bodies, 6))
+
+
+def _mlcp_velocity(system: System, params: Params, blocks, force, rows, v, h) -> jnp.ndarray:
+    """v_{k+1} [nb*6] from the MLCP (2.26–2.28): Schur complement onto the multipliers,
+    elimination of the equality block (block LDLᵀ, Appendix A), Lemke on the rest."""
+    Minv = jax.scipy.linalg.block_diag(*jnp.linalg.inv(blocks))
+    v_free = v.reshape(-1) + h * Minv @ force
     FA, VA, SA, cA = _equality_rows(system, rows, params, h)
     comp = _complementarity_rows(system, rows)
     SAA = VA @ Minv @ FA.T + jnp.diag(SA)
@@ -144,21 +164,157 @@ def step(system: System, params: Params, q, v, u, h: float) -> StepResult:
         lamB = solve_lcp(H, qB)
         lamA = -jnp.linalg.solve(SAA, qA + SAB @ lamB)
         impulse = FA.T @ lamA + FB.T @ lamB
-    v_next = v_free + Minv @ impulse
-    v_next = v_next.reshape(system.n_bodies, 6)
-    q_next = boxplus_config(q, h * v_next)
-    return StepResult(q_next, v_next, impulse.reshape(system.n_bodies, 6))
+    return v_free + Minv @ impulse
+
+
+class Piece(NamedTuple):
+    """Which linear piece of the dry-friction law holds at a step, per dry hinge: the signs
+    (±1) of the hinge multipliers λ_h [nd, 5] and the friction mode [nd]: 0 sticking,
+    ±1 sliding with λ_t = ±U·|λ_h| (F.4)."""
+
+    sign: jnp.ndarray
+    mode: jnp.ndarray
+
+
+def _dry_multipliers(dry_rows: list[HingeRows], vn):
+    """Per dry hinge [nd, …]: the signed hinge multipliers λ_h = λ⁺ − λ⁻ [nd, 5], the friction
+    multiplier before the bound, −Ḡv/Σ_t [nd], and the bound U·|λ_h| [nd] for velocity vn
+    (2.24, F.4)."""
+    G = jnp.stack([hr.G for hr in dry_rows])
+    a = jnp.stack([hr.a for hr in dry_rows])
+    sigma = jnp.stack([hr.sigma for hr in dry_rows])
+    Gbar = jnp.stack([hr.Gbar for hr in dry_rows])
+    sigma_t = jnp.stack([hr.sigma_t for hr in dry_rows])
+    U = jnp.stack([hr.U for hr in dry_rows])
+    lam_h = -(G @ vn + a) / sigma
+    return lam_h, -(Gbar @ vn) / sigma_t, jnp.sum(U * jnp.abs(lam_h), axis=1)
+
+
+def _piece_of(lam_h, lam_t, bound) -> Piece:
+    """The piece that multipliers (from :func:`_dry_multipliers`) lie on."""
+    mode = jnp.where(lam_t > bound, 1.0, jnp.where(lam_t < -bound, -1.0, 0.0))
+    return Piece(jnp.where(lam_h >= 0.0, 1.0, -1.0), mode)
+
+
+def _on_piece(lam_h, lam_t, bound, piece: Piece) -> jnp.ndarray:
+    """True if the multipliers lie on ``piece``: then the affine λ(v) of the piece is the
+    λ(v) of (2.24), and the velocity solves the MLCP exactly. Boundaries (λ_h = 0,
+    λ_t = ±bound) belong to both neighbouring pieces."""
+    signs_ok = jnp.all(piece.sign * lam_h >= 0.0)
+    mode = piece.mode
+    friction_ok = jnp.where(mode == 0.0, jnp.abs(lam_t) <= bound, mode * lam_t >= bound)
+    return signs_ok & jnp.all(friction_ok)
+
+
+def _small_solve(A: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
+    """A⁻¹ b for the k × k capacitance matrix (k = number of dry hinges): closed form for
+    k ≤ 2 (Cramer), which avoids an LU call and its pivot loop in every step."""
+    k = A.shape[0]
+    if k == 1:
+        return b / A[0, 0]
+    if k == 2:
+        det = A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]
+        return jnp.stack([A[1, 1] * b[0] - A[0, 1] * b[1], A[0, 0] * b[1] - A[1, 0] * b[0]]) / det
+    return jnp.linalg.solve(A, b)
+
+
+def _piece_velocity(system: System, params: Params, M, rhs, rows, piece: Piece, h):
+    """v_{k+1} [nb*6] on one piece of the dry-friction law, and whether the solve is sound.
+
+    Every multiplier is affine in v_{k+1} (as in inverse dynamics, 2.30–2.31): equality rows
+    λ = −(V v + c)/Σ, hinge rows λ_h = −(G v + a)/σ, and per dry hinge the friction multiplier
+    λ_t = −Ḡv/Σ_t (sticking) or ±U·(s ⊙ λ_h) (sliding). Momentum, M(v − v_k) − h f = Σ Fᵀλ,
+    becomes (N + Ḡᵀ P) v = r with N = M + F_Aᵀ Σ_A⁻¹ V_A + Σ Gᵀ σ⁻¹ G symmetric positive
+    definite (V_A is F_A scaled by b h or J_shaft ≥ 0) and the friction rows' rank-k term
+    Ḡᵀ P, k = number of dry hinges. One 12 × 12 Cholesky and the Woodbury identity (k × k)
+    replace the Schur complement, the equality elimination and Lemke's pivoting.
+    """
+    FA, VA, SA, cA = _equality_rows(system, rows, params, h)
+    dry = [hr for hg, hr in zip(system.hinges, rows, strict=True) if hg.dry]
+    # All symmetric rows in one product: N = M + Fᵀ W, r = rhs − Fᵀ c/Σ.
+    F = jnp.concatenate([FA] + [hr.G for hr in dry])
+    W = jnp.concatenate([VA / SA[:, None]] + [hr.G / hr.sigma[:, None] for hr in dry])
+    c = jnp.concatenate([cA / SA] + [hr.a / hr.sigma for hr in dry])
+    NW = F.T @ jnp.concatenate([W, c[:, None]], axis=1)
+    N = M + NW[:, :-1]
+    # Friction: λ_t = −(p·v + p0); sticking p = Ḡ/Σ_t, sliding λ_t = mode·U·(s ⊙ λ_h).
+    Gb = jnp.stack([hr.Gbar for hr in dry])
+    w = jnp.stack([hr.U / hr.sigma for hr in dry]) * piece.sign
+    G = jnp.stack([hr.G for hr in dry])
+    sliding = piece.mode[:, None] * jnp.einsum("dj,djn->dn", w, G)
+    sticking = Gb / jnp.stack([hr.sigma_t for hr in dry])[:, None]
+    P = jnp.where(piece.mode[:, None] == 0.0, sticking, sliding)
+    p0 = piece.mode * jnp.sum(w * jnp.stack([hr.a for hr in dry]), axis=1)
+    r = rhs - NW[:, -1] - Gb.T @ p0
+    chol = jax.scipy.linalg.cho_factor(N, lower=True)
+    YZ = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([r[:, None], Gb.T], axis=1))
+    y, Z = YZ[:, 0], YZ[:, 1:]
+    vn = y - Z @ _small_solve(jnp.eye(len(dry)) + P @ Z, P @ y)
+    # Guard against a (near-)singular piece: the Woodbury step must reproduce r.
+    residual = N @ vn + Gb.T @ (P @ vn) - r
+    sound = jnp.all(jnp.abs(residual) <= 1e-9 * jnp.abs(r).max())
+    return vn, sound
+
+
+def _step_on_piece(system: System, params: Params, q, v, u, h: float, piece: Piece):
+    """:func:`step` trying the dry-friction piece of the previous step first.
+
+    The piece's linear solve is accepted only when its multipliers stay on the piece; the
+    velocity then solves the MLCP (2.24–2.28) exactly (the regularized problem has a unique
+    solution, so it is the one Lemke finds, without Lemke's rounding). Otherwise — at
+    stick/slip transitions and sign changes of a hinge force, a few steps in a thousand —
+    the step falls back to Schur complement + Lemke, whose answer names the new piece.
+    Returns the step and its piece.
+    """
+    blocks = mass_matrix_blocks(params, q[1])
+    force = applied_forces(params, blocks, v).reshape(-1)
+    rows = _all_hinge_rows(system, params, q, v, u, h)
+    dry_rows = [hr for hg, hr in zip(system.hinges, rows, strict=True) if hg.dry]
+    M = jax.scipy.linalg.block_diag(*blocks)
+    rhs = M @ v.reshape(-1) + h * force
+    vn, sound = _piece_velocity(system, params, M, rhs, rows, piece, h)
+    multipliers = _dry_multipliers(dry_rows, vn)
+    accepted = sound & _on_piece(*multipliers, piece)
+
+    def lemke_step():
+        # Lemke finds the new piece; one solve on that piece then removes the digits that
+        # pivoting on the Schur complement loses (up to 1e-3 of a stiff hinge impulse).
+        v_lemke = _mlcp_velocity(system, params, blocks, force, rows, v, h)
+        found = _piece_of(*_dry_multipliers(dry_rows, v_lemke))
+        v_piece, sound = _piece_velocity(system, params, M, rhs, rows, found, h)
+        multipliers = _dry_multipliers(dry_rows, v_piece)
+        polished = sound & _on_piece(*multipliers, found)
+        v_next = jnp.where(polished, v_piece, v_lemke)
+        return v_next, _piece_of(*_dry_multipliers(dry_rows, v_next))
+
+    v_next, piece = lax.cond(accepted, lambda: (vn, _piece_of(*multipliers)), lemke_step)
+    return _finish_step(system, q, v, v_next, M, force, h), piece
 
 
 def simulate(system: System, params: Params, q0, v0, u: jnp.ndarray, h: float):
-    """Roll out ``len(u)`` SPOOK steps with ``lax.scan``; returns q[N+1], v[N+1] (incl. start)."""
+    """Roll out ``len(u)`` SPOOK steps with ``lax.scan``; returns q[N+1], v[N+1] (incl. start).
 
-    def body(carry, u_k):
+    With dry hinges each step first tries the friction piece of the previous step
+    (:func:`_step_on_piece`); the result is the MLCP solution either way.
+    """
+    n_dry = sum(hinge.dry for hinge in system.hinges)
+
+    def plain(carry, u_k):
         q, v = carry
         res = step(system, params, q, v, u_k, h)
         return (res.q, res.v), (res.q, res.v)
 
-    _, (qs, vs) = lax.scan(body, (q0, v0), u)
+    def warm(carry, u_k):
+        q, v, piece = carry
+        res, piece = _step_on_piece(system, params, q, v, u_k, h, piece)
+        return (res.q, res.v, piece), (res.q, res.v)
+
+    if n_dry:
+        # Start sticking with positive multipliers; a wrong start costs one Lemke solve.
+        start = (q0, v0, Piece(jnp.ones((n_dry, 5)), jnp.zeros(n_dry)))
+        _, (qs, vs) = lax.scan(warm, start, u)
+    else:
+        _, (qs, vs) = lax.scan(plain, (q0, v0), u)
     r = jnp.concatenate([q0[0][None], qs[0]])
     e = jnp.concatenate([q0[1][None], qs[1]])
     return (r, e), jnp.concatenate([v0[None], vs])
