@@ -72,7 +72,7 @@ def simulate(
         raise UserError("give a RIG and --out DIR, or --sample DIR for the sample experiments")
     from rigs.spec import load_spec, with_overrides
 
-    spec = with_overrides(load_spec(rig.replace("-", "_")), _parse_sets(set_ or []))
+    spec = with_overrides(load_spec(rig), _parse_sets(set_ or []))
     options = SimulateOptions(out, duration, dt, noise, seed, control)
     written = kind_module(spec).simulate(spec, options, console)
     for label, path in written.items():
@@ -89,7 +89,7 @@ def identify(
     from rigs.kinds import kind_module
     from rigs.spec import load_spec
 
-    spec = load_spec(rig.replace("-", "_"))
+    spec = load_spec(rig)
     for path in data:
         if not path.exists():
             raise UserError(f"{path}: no such file")

@@ -229,11 +229,13 @@ def _parameter(spec: RigSpec, key: str, entry: Any) -> ParameterSpec:
 
 
 def resolve_spec_path(path: str | Path) -> Path:
-    """A spec path as given, or ``rigs/specs/NAME.toml`` for a bare rig name like ``furuta``."""
+    """A spec path as given, or ``rigs/specs/NAME.toml`` for a bare rig name like ``furuta``
+    (``ellipse-drop`` names ``ellipse_drop``: dashes are normalized in bare names only, never
+    in paths)."""
     candidate = Path(path)
     if candidate.exists() or candidate.suffix == ".toml":
         return candidate
-    builtin = SPEC_DIR / f"{candidate.name}.toml"
+    builtin = SPEC_DIR / f"{candidate.name.replace('-', '_')}.toml"
     return builtin if builtin.exists() else candidate
 
 

@@ -92,7 +92,7 @@ def track(
     from vision.video import open_video
 
     camera = Camera.load(calibration)
-    scene = scene_from_spec(load_spec(rig.replace("-", "_")))
+    scene = scene_from_spec(load_spec(rig))
     _, info = open_video(video)
     start = time.perf_counter()
     with _progress() as bar:
@@ -150,7 +150,7 @@ def render(
         # 10x7 squares of 20 mm, 15 mm DICT_4X4_50 markers
         render_charuco_video(out, camera, (10, 7), 0.02, 0.015, n_frames=frames, seed=seed)
     else:
-        scene = scene_from_spec(load_spec(rig.replace("-", "_")))
+        scene = scene_from_spec(load_spec(rig))
         view = default_view(camera, scene, 0.19 if model == "fisheye" else 0.45)
         opts = RenderOptions(exposure=exposure, seed=seed)
         traj = drop_trajectory(scene, duration=frames / opts.fps + 0.01, v0=(0, 0, 2.0))

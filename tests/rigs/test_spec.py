@@ -73,3 +73,17 @@ def test_overrides_accept_units_and_reject_unknown_names():
     assert spec.parameters["b1"].initial == 0.002
     with pytest.raises(SpecError, match="no such value"):
         with_overrides(load_spec("furuta"), {"l9": "1"})
+
+
+def test_dashes_normalized_in_builtin_names_but_never_in_paths(tmp_path):
+    """`ellipse-drop` names the built-in spec; a real path with dashes is taken as it is."""
+    import shutil
+
+    from rigs.spec import load_spec
+
+    assert load_spec("ellipse-drop").model == "ellipse_drop"
+    folder = tmp_path / "my-rig"
+    folder.mkdir()
+    shutil.copy(load_spec("pendulum").path, folder / "pendulum-v2.toml")
+    spec = load_spec(folder / "pendulum-v2.toml")
+    assert spec.path == folder / "pendulum-v2.toml" and spec.model == "pendulum"
