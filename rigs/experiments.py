@@ -82,7 +82,7 @@ class Experiment:
             return None
         from rigs.spec import resolve_spec_path
 
-        path = resolve_spec_path(self.rig.replace("-", "_"))
+        path = resolve_spec_path(self.rig)
         return path if path.exists() else None
 
     def describe(self) -> dict:

@@ -195,3 +195,47 @@ def synchronize_video(
     world = positions(np.where(inside[:, None], a, 0.0))
     pose, _ = solve_pose(camera, world[seen], uv[seen])
     return result, pose
+
+
+def markers_on_grid(
+    grid: np.ndarray,
+    sync: SyncResult,
+    t_video: np.ndarray,
+    uv: np.ndarray,
+    missing: np.ndarray,
+    t_encoder: np.ndarray,
+    angles: np.ndarray,
+    positions: Callable[[np.ndarray], np.ndarray],
+    camera,
+    pose: CameraPose,
+    noise_px: float,
+):
+    """Marker pixels on the estimator grid ``grid`` (encoder clock, step h) as
+    ``estimation.markers.MarkerObservations`` inputs: (uv[n, m, 2], weight[n, m]).
+
+    Each frame goes to the grid step nearest its encoder-clock time (within h/2, at most one
+    frame per step since frames are slower than steps). The up-to-h/2 difference between the
+    frame's time and the step's is removed by adding the image motion the encoder angles
+    predict over it (second-order small), so the observation belongs to the step exactly.
+    """
+    h = float(grid[1] - grid[0])
+    n, m = len(grid), uv.shape[1]
+    te = sync.to_encoder(t_video)
+    k = np.rint((te - grid[0]) / h).astype(np.int64)
+    ok = (k >= 0) & (k < n)
+    ok[ok] &= np.abs(te[ok] - grid[k[ok]]) <= 0.5 * h + 1e-12
+    te, k, uv_ok, miss = te[ok], k[ok], uv[ok], missing[ok]
+    a_frame = angles_at(t_encoder, angles, te)
+    a_step = angles_at(t_encoder, angles, grid[k])
+    fine = np.all(np.isfinite(a_frame), axis=1) & np.all(np.isfinite(a_step), axis=1)
+
+    def pixels(a):
+        world = positions(np.where(np.isfinite(a), a, 0.0))
+        return camera.project(world.reshape(-1, 3), pose.rvec, pose.t_cw).reshape(-1, m, 2)
+
+    shift = pixels(a_step) - pixels(a_frame)
+    out_uv = np.zeros((n, m, 2))
+    weight = np.zeros((n, m))
+    out_uv[k] = np.where(miss[..., None], 0.0, uv_ok + shift)
+    weight[k] = np.where(miss | ~fine[:, None], 0.0, 1.0 / noise_px**2)
+    return out_uv, weight

@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +36,10 @@ def emit(event: dict) -> None:
     try:
         from distributed import get_worker
 
-        get_worker().log_event(PROGRESS_TOPIC, event)
+        worker = get_worker()
     except (ImportError, ValueError):
-        pass
+        return
+    worker.log_event(PROGRESS_TOPIC, event)
 
 
 @dataclass
@@ -136,7 +138,7 @@ def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: di
     from rigs.spec import load_spec, with_overrides
 
     log.begin("spec")
-    spec = with_overrides(load_spec(exp.rig.replace("-", "_")), exp.overrides)
+    spec = with_overrides(load_spec(exp.rig), exp.overrides)
     kind_module(spec)  # unknown models fail here with the spec's name in the message
     stages = STAGES.get(spec.model)
     if stages is None:
@@ -245,22 +247,172 @@ def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, f
 
 
 def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
-    """Pendulum / Furuta: encoder captures → LM (joint states and parameters)."""
+    """Pendulum / Furuta: encoder captures (+ a marker video when the rig declares markers)
+    → clock sync → LM on joint states and parameters (encoders and markers fused)."""
     from rigs.encoders import read_log
+    from rigs.identify_hinged import (
+        enable_compilation_cache,
+        identify_series,
+        method_settings,
+        series_on_grid,
+    )
     from rigs.kinds import kind_module
 
     if not exp.encoders:
         raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
+    enable_compilation_cache()
+    rig = kind_module(spec).build(spec)
     log.begin("encoders")
     facts: dict = {"encoders": []}
+    streams = []
     for path in exp.encoders:
-        stream = read_log(path, spec)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stream = read_log(path, spec)
         stats = {k: stream.source.get(k) for k in ("frames", "dropped", "corrupted")}
+        notes = [str(w.message) for w in caught]
         facts["encoders"].append({"file": path.name, "samples": len(stream), **stats})
+        if notes:
+            facts["encoders"][-1]["warnings"] = notes
+        for note in notes:
+            log.print(f"[yellow]warning:[/yellow] {note}")
         log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
+        streams.append(stream)
+    h = method_settings(spec)["h"]
+    series = [
+        series_on_grid(s, rig.channels, h, p) for s, p in zip(streams, exp.encoders, strict=True)
+    ]
+    markers, camera_info = None, None
+    if exp.videos:
+        markers, camera_info = _fuse_video(exp, spec, rig, streams[0], series[0], work, log, facts)
     log.begin("identify")
-    estimate = kind_module(spec).identify(spec, list(exp.encoders), work, log)
-    return Result(estimate, facts, {"fit": "fit.png"})
+    labels = [p.name for p in exp.encoders]
+    estimate, fits = identify_series(spec, rig, series, markers, log.print, labels)
+    extra = {**estimate.extra, "series": fit_series(rig, series[0], fits[0], markers)}
+    if camera_info is not None:
+        extra["camera"] = camera_info
+    from dataclasses import replace
+
+    estimate = replace(estimate, extra=extra)
+    estimate.write(work / "estimate.json")
+    return Result(estimate, facts, {})
+
+
+def _fuse_video(exp, spec, rig, stream, series, work, log, facts):
+    """Track the spec's markers, synchronize the clocks and put the pixels on the LM grid;
+    (None, None) with the reason in the facts when the clocks cannot be trusted."""
+    from estimation.markers import MarkerObservations
+    from rigs.fusion import marker_kinematics, markers_on_grid, synchronize_video, video_markers
+    from vision.markers3d import track_markers
+
+    markers = video_markers(spec)
+    if markers is None:
+        raise InputError(
+            f"{exp.name}: {exp.videos[0].name} given but the rig spec {spec.path} declares no "
+            "[video] markers to track; add them or drop the video from the manifest"
+        )
+    camera = camera_for(exp, work, log)
+    log.begin("tracking")
+    from vision.video import open_video
+
+    _, info = open_video(exp.videos[0])
+    tracks = track_markers(
+        exp.videos[0], camera, markers.ids, markers.side,
+        progress=_frame_ticker(log, info.frames), dictionary=markers.dictionary,
+    )  # fmt: skip
+    seen = 1.0 - tracks.missing.mean(axis=0)
+    log.print("markers seen in " + ", ".join(f"{100 * s:.0f} %" for s in seen) + " of frames")
+    facts["tracking"] = {
+        "video": exp.videos[0].name,
+        "frames": len(tracks.t),
+        **{f"seen_{n}": float(s) for n, s in zip(markers.names, seen, strict=True)},
+    }
+    log.begin("sync")
+    kinematics = marker_kinematics(rig, markers)
+
+    def positions(a):
+        return kinematics(a)[0]
+
+    cols = [stream.channels.index(c) for c in rig.channels]
+    ok = ~stream.missing[:, cols].any(axis=1)
+    t_enc, angles = stream.t[ok], stream.values[ok][:, cols]
+    sync, pose = synchronize_video(
+        camera, tracks.t, tracks.uv, tracks.missing, t_enc, angles, positions
+    )
+    facts["sync"] = {
+        "offset_s": sync.offset,
+        "offset_std_s": sync.offset_std,
+        "drift": sync.drift,
+        "drift_std": sync.drift_std,
+        "speed_correlation": sync.correlation,
+        "margin": sync.margin,
+        "reprojection_rms_px": sync.rms,
+        "fused": sync.confident,
+        "verdict": sync.reason,
+    }
+    truth = _truth(exp) or {}
+    if "clock_offset_s" in truth:
+        facts["sync"]["true_offset_s"] = truth["clock_offset_s"]
+    log.print(
+        f"clock offset {sync.offset:.6f} s ± {sync.offset_std * 1e6:.0f} us, reprojection "
+        f"{sync.rms:.3f} px: {sync.reason}"
+    )
+    if not sync.confident:
+        log.print("[yellow]not fusing the video: the clock offset is not trustworthy[/yellow]")
+        return None, None
+    uv, weight = markers_on_grid(
+        series["grid"], sync, tracks.t, tracks.uv, tracks.missing, t_enc, angles, positions,
+        camera, pose, markers.noise_px,
+    )  # fmt: skip
+    obs = MarkerObservations(
+        markers.body, markers.points, camera.K, camera.D, pose.R_cw, pose.t_cw, uv, weight,
+        camera.model,
+    )  # fmt: skip
+    camera_info = {"R_cw": pose.R_cw, "t_cw": pose.t_cw, "model": camera.model}
+    return obs, camera_info
+
+
+def fit_series(rig, series: dict, fit: dict, markers) -> list[dict]:
+    """Measured vs fitted per encoder channel (rad) and per marker pixel axis (px), on the
+    grid steps that have a measurement, for the report's data/fit/residual plots."""
+    import numpy as np
+
+    grid = series["grid"] - series["grid"][0]
+    out = []
+    for i, name in enumerate(rig.channels):
+        ok = series["present"][:, i]
+        y = series["y"][ok, i]
+        f = np.asarray(fit["angles"])[:, i]
+        # The model's angle is in (−π, π]; put it on the measured branch.
+        f = f + 2 * np.pi * np.round((np.interp(grid, grid[ok], y) - f) / (2 * np.pi))
+        out.append(_series(name, "rad", grid[ok], y, grid, f))
+    pixels = fit.get("pixels")
+    if markers is not None and pixels is not None:
+        for j in range(len(markers.body)):
+            ok = markers.weight[:, j] > 0
+            for axis, label in enumerate("uv"):
+                out.append(
+                    _series(
+                        f"marker {j} {label}",
+                        "px",
+                        grid[ok],
+                        markers.uv[ok, j, axis],
+                        grid,
+                        np.asarray(pixels)[:, j, axis],
+                    )  # fmt: skip
+                )
+    return out
+
+
+def _series(name, unit, t, measured, t_fit, fitted) -> dict:
+    return {
+        "name": name,
+        "unit": unit,
+        "t": list(map(float, t)),
+        "measured": list(map(float, measured)),
+        "t_fit": list(map(float, t_fit)),
+        "fitted": list(map(float, fitted)),
+    }
 
 
 STAGES: dict[str, Callable[..., Result]] = {
@@ -273,11 +425,22 @@ STAGES: dict[str, Callable[..., Result]] = {
 # ------------------------------------------------------------------------------ bookkeeping
 
 
+def _worker() -> str | None:
+    """Address of the Dask worker running this task (None outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
+
+
 def _summary(exp: Experiment, status: str, **info) -> dict:
     result: Result | None = info.pop("result", None)
     summary = {
         "experiment": exp.name,
         "status": status,
+        "worker": _worker(),
         "rig": exp.rig,
         "inputs": [str(p) for p in exp.input_files()],
         "truth": _truth(exp),
