@@ -1,0 +1,45 @@
+"""Small real experiment folders for the pipeline tests: short pendulum encoder captures
+(raw ``.bin`` bytes of the board protocol), written once per session."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rigs.sample import EncoderScenario, capture_bytes, simulate_hinged
+from rigs.spec import load_spec
+
+# 1.5 s released from 2.5 rad: ~1500 LM steps, enough to identify J to well under 1 %.
+SHORT = EncoderScenario(duration=1.5, angles0=(2.5,), board_t0=3.0, seed=1)
+
+
+def pendulum_capture(path: Path, scenario: EncoderScenario = SHORT) -> Path:
+    spec = load_spec("pendulum")
+    t_fine, _, angles, u, _, _ = simulate_hinged(spec, scenario)
+    stride = int(round(1e-3 / (t_fine[1] - t_fine[0])))
+    path.write_bytes(
+        capture_bytes(spec, t_fine[::stride], angles[::stride], u[::stride], scenario.board_t0)
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def capture(tmp_path_factory) -> Path:
+    return pendulum_capture(tmp_path_factory.mktemp("captures") / "swing.bin")
+
+
+@pytest.fixture
+def pendulum_folder(tmp_path, capture) -> Path:
+    """A folder without manifest: a rig spec, and two captures ``a.bin`` and ``b.bin``."""
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    shutil.copy(load_spec("pendulum").path, folder / "pendulum.toml")
+    shutil.copy(capture, folder / "a.bin")
+    shutil.copy(capture, folder / "b.bin")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def true_j() -> float:
+    """The pendulum's true J (kg m^2) in the spec's [simulation.truth]."""
+    return float(load_spec("pendulum").sections["simulation"]["truth"]["J"])

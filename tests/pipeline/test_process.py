@@ -1,0 +1,160 @@
+"""``physid process`` end to end on real files: good and bad experiments side by side,
+reuse of unchanged results, an interrupted run resumed, and a real Dask cluster."""
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rigs.process import ProcessOptions, load_index, process_folder
+from vision.camera import action_camera
+
+PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=120)
+
+
+def by_name(out: Path) -> dict:
+    return {s["experiment"]: s for s in load_index(out)}
+
+
+def test_good_and_bad_experiments_are_reported_side_by_side(tmp_path, capture, true_j):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "good.bin").write_bytes(capture.read_bytes())
+    (folder / "cut.bin").write_bytes(capture.read_bytes()[:15])  # ends inside frame 0 (20 B)
+    (folder / "broken.avi").write_bytes(os.urandom(4096))
+    action_camera().save(folder / "camera.json")
+    (folder / "experiments.toml").write_text(
+        '[experiments.good]\nrig = "pendulum"\nencoder = "good.bin"\n'
+        '[experiments.truncated]\nrig = "pendulum"\nencoder = "cut.bin"\n'
+        '[experiments.corrupt]\nrig = "ellipse_drop"\nvideo = "broken.avi"\n'
+        'calibration = "camera.json"\n'
+        '[experiments.orphan]\nencoder = "good.bin"\n'
+    )
+    out = tmp_path / "reports"
+    index = process_folder(folder, out, ProcessOptions(jobs=1), quiet())
+    found = by_name(out)
+    good = found["good"]
+    assert good["status"] == "ok", good.get("error")
+    # 1.5 s of 1 kHz encoder data at 1.5 mrad quantization pins J to ~0.1 %; 2 % is loose
+    # enough for any LM stopping point and tight enough to catch a wrong model or units.
+    assert abs(good["parameters"]["J"]["value"] / true_j - 1) < 0.02
+    assert (out / "good" / "report.html").exists()
+    assert "truncated" in found["truncated"]["error"] and "cut.bin" in found["truncated"]["error"]
+    assert found["truncated"]["status"] == "failed"
+    assert found["corrupt"]["status"] == "failed" and "broken.avi" in found["corrupt"]["error"]
+    assert found["orphan"]["status"] == "invalid" and "no rig spec" in found["orphan"]["error"]
+    page = index.read_text()
+    for name in ("good", "truncated", "corrupt", "orphan"):
+        assert name in page
+    assert "good/report.html" in page
+    assert not list(out.glob(".*.partial")), "no half-written report folder may remain"
+
+
+def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendulum_folder):
+    out = tmp_path / "reports"
+    process_folder(pendulum_folder, out, ProcessOptions(jobs=1), quiet())
+    first = by_name(out)
+    assert all(s["status"] == "ok" for s in first.values()), [
+        s.get("error") for s in first.values()
+    ]
+    data = bytearray((pendulum_folder / "b.bin").read_bytes())
+    data[5000] ^= 0x01  # one flipped bit: a CRC failure, the frame is dropped (a new input)
+    (pendulum_folder / "b.bin").write_bytes(bytes(data))
+    process_folder(pendulum_folder, out, ProcessOptions(jobs=1), quiet())
+    second = by_name(out)
+    assert second["a"].get("skipped") is True
+    assert not second["b"].get("skipped")
+    assert second["b"]["status"] == "ok"
+
+
+def test_killed_run_resumes_without_redoing_finished_experiments(tmp_path, pendulum_folder):
+    out = tmp_path / "reports"
+    cmd = [*PHYSID, "process", str(pendulum_folder), "--out", str(out), "--jobs", "1"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    try:
+        while not any((out / n / "summary.json").exists() for n in "ab"):
+            assert proc.poll() is None, "process ended before it could be interrupted"
+            assert time.monotonic() < deadline, "no experiment finished within 300 s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and its Dask worker processes
+        proc.wait()
+    done = [n for n in "ab" if (out / n / "summary.json").exists()]
+    assert len(done) == 1, "kill came after the first experiment and before the second"
+    # Every report folder that exists is complete (the swap is atomic).
+    for folder in out.iterdir():
+        if folder.is_dir() and not folder.name.startswith("."):
+            assert (folder / "report.html").exists() and (folder / "summary.json").exists()
+    process_folder(pendulum_folder, out, ProcessOptions(jobs=1), quiet())
+    again = by_name(out)
+    assert again[done[0]].get("skipped") is True
+    other = "b" if done[0] == "a" else "a"
+    assert again[other]["status"] == "ok" and not again[other].get("skipped")
+    assert not list(out.glob(".*.partial"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def dask_cluster():
+    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1."""
+    from distributed import Client
+
+    dask = str(Path(sys.executable).with_name("dask"))
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = []
+    scheduler = subprocess.Popen(
+        [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    logs.append(scheduler)
+    for _ in range(2):
+        logs.append(
+            subprocess.Popen(
+                [dask, "worker", address, "--nthreads", "1", "--no-dashboard"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+    try:
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            workers = set(client.scheduler_info()["workers"])
+        yield address, workers
+    finally:
+        for p in logs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in logs:
+            p.wait(timeout=30)
+
+
+def test_process_runs_on_a_dask_cluster(tmp_path, pendulum_folder, dask_cluster, true_j):
+    address, workers = dask_cluster
+    out = tmp_path / "reports"
+    process_folder(pendulum_folder, out, ProcessOptions(scheduler=address), quiet())
+    found = by_name(out)
+    assert {s["status"] for s in found.values()} == {"ok"}
+    used = {s["worker"] for s in found.values()}
+    assert used <= workers, f"tasks ran on {used}, not on the cluster's {workers}"
+    for s in found.values():
+        assert abs(s["parameters"]["J"]["value"] / true_j - 1) < 0.02  # as in the test above
