@@ -756,14 +756,14 @@ def parameter_covariance(
     fitted parameters (trace of the hat matrix). This is the sandwich form, valid although H
     is not a Gauss-Newton Hessian.
 
-    Validation (10 noise draws, 0.5 s at 120 fps, mu = 0.3): median reported std 6.5 mm^2
-    vs empirical spread 4.3 mm^2 of J/m; 0.0061 vs 0.0050 for mu. Individual values
-    scatter: 3 of 11 draws reported 5-60x the spread (degenerate complementarity rows with
-    intermediate barrier weights when IPOPT stops early), so the std errs on the safe side
-    but is not sharp. Tried and rejected: a Gauss-Newton H (numerically singular with the
-    barrier weights) and a mode-fixed linearization with the contact schedule's
-    constraints as equalities (~100x over-confident: the penalized fit has more freedom
-    than exact complementarity).
+    Validation (10 noise draws, 0.5 s at 120 fps, mu = 0.3): median reported std 9.2 mm^2
+    vs empirical spread 4.2 mm^2 of J/m (conservative by 2.2x; 1.5x when IPOPT stopped
+    earlier). Individual values scatter: 3 of 11 draws reported 5-60x the spread
+    (degenerate complementarity rows with intermediate barrier weights act as soft
+    springs on the gap), so the std errs on the safe side but is not sharp. Tried and
+    rejected: a Gauss-Newton H (numerically singular with the barrier weights) and a
+    mode-fixed linearization with the contact schedule's constraints as equalities (~100x
+    over-confident: the penalized fit has more freedom than exact complementarity).
 
     Returns std and covariance of (J/m [m^2], mu), s^2, n_eff and n_obs.
     """
