@@ -143,6 +143,22 @@ def solve_pose(camera, world: np.ndarray, uv: np.ndarray) -> tuple[CameraPose, n
     return pose, camera.project(world, pose.rvec, pose.t_cw) - uv
 
 
+def fit_pose_at(
+    camera, t_enc_frames, uv, missing, t_encoder, angles, positions
+) -> tuple[CameraPose, np.ndarray]:
+    """Camera pose by PnP on every seen marker of the given frames, with the marker positions
+    at the encoder angles of the frames' encoder-clock times ``t_enc_frames``; returns the
+    pose and the pixel residuals (NaN pair when fewer than 6 points are usable)."""
+    a = angles_at(t_encoder, angles, t_enc_frames)
+    inside = np.all(np.isfinite(a), axis=1)
+    world = positions(np.where(inside[:, None], a, 0.0))
+    seen = ~missing & inside[:, None]
+    if seen.sum() < 6:
+        return CameraPose(np.eye(3), np.zeros(3)), np.full(2, np.nan)
+    pose, res = solve_pose(camera, world[seen], uv[seen])
+    return pose, res.ravel()
+
+
 def pnp_residuals(
     camera,
     t_video: np.ndarray,
@@ -157,14 +173,10 @@ def pnp_residuals(
     angles of t_video + offset, and the camera pose fitted by PnP to exactly those points."""
 
     def residuals(offset: float, frames: np.ndarray) -> np.ndarray:
-        a = angles_at(t_encoder, angles, t_video[frames] + offset)
-        inside = np.all(np.isfinite(a), axis=1)
-        world = positions(np.where(inside[:, None], a, 0.0))
-        seen = ~missing[frames] & inside[:, None]
-        if seen.sum() < 6:
-            return np.full(2, np.nan)
-        _, res = solve_pose(camera, world[seen], uv[frames][seen])
-        return res.ravel()
+        return fit_pose_at(
+            camera, t_video[frames] + offset, uv[frames], missing[frames],
+            t_encoder, angles, positions,
+        )[1]  # fmt: skip
 
     return residuals
 
@@ -189,11 +201,8 @@ def synchronize_video(
     s_encoder = point_speed(t_encoder, positions(angles))
     residuals = pnp_residuals(camera, t_video, uv, missing, t_encoder, angles, positions)
     result = synchronize(t_video, s_video, t_encoder, s_encoder, residuals, thresholds)
-    a = angles_at(t_encoder, angles, result.to_encoder(t_video))
-    inside = np.all(np.isfinite(a), axis=1)
-    seen = ~missing & inside[:, None]
-    world = positions(np.where(inside[:, None], a, 0.0))
-    pose, _ = solve_pose(camera, world[seen], uv[seen])
+    t_enc = result.to_encoder(t_video)
+    pose, _ = fit_pose_at(camera, t_enc, uv, missing, t_encoder, angles, positions)
     return result, pose
 
 

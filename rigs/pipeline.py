@@ -56,14 +56,13 @@ class StageLog:
 
     def begin(self, stage: str) -> None:
         now = time.perf_counter()
-        self.timings[self.stage] = self.timings.get(self.stage, 0.0) + now - self.started
+        if self.stage != "start":
+            self.timings[self.stage] = self.timings.get(self.stage, 0.0) + now - self.started
         self.stage, self.started = stage, now
         self.print(f"stage {stage}")
 
     def finish(self) -> None:
         self.begin("done")
-        self.timings.pop("done", None)
-        self.timings.pop("start", None)
 
     def print(self, *objects, **_) -> None:
         text = _plain_text(" ".join(str(o) for o in objects))
@@ -103,13 +102,14 @@ def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dic
     log = StageLog(exp.name, work / "log.txt")
     try:
         result = identify_experiment(exp, work, log, settings)
+        result.estimate.write(work / "estimate.json")
         log.begin("report")
         from estimation.report import write_experiment_report
 
         summary = _summary(exp, "ok", digest=digest, result=result, timings=log.timings)
         write_experiment_report(work / "report.html", summary, result.estimate, work)
         log.finish()
-        summary["timings"] = log.timings
+        summary["timings"] = dict(log.timings)  # now with the report stage
         write_json_atomic(work / SUMMARY, summary)
         _swap_into_place(work, final)
         return summary
@@ -203,8 +203,27 @@ def ellipse_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: d
         raise InputError(f"{exp.name}: the ellipse drop needs a video or a pose CSV")
     log.begin("identify")
     estimate = ellipse_drop.identify(spec, [poses], work, log)
+    estimate = _with_report_series(estimate, _drop_series(estimate.extra))
     files["fit"] = "fit.png"
     return Result(estimate, facts, files)
+
+
+def _drop_series(extra: dict) -> dict:
+    """The report's data/fit series and impulses from the IPOPT fit's extras (camera
+    samples ``frame_*`` against the fine-grid fit; impulses per fine step)."""
+    units = {"x": "m", "y": "m", "theta": "rad"}
+    series = [
+        _series(k, u, extra["frame_t"], extra[f"frame_{k}"], extra["t"], extra[k])
+        for k, u in units.items()
+    ]
+    impulses = {"t": extra["impulse_t"], "normal": extra["cn"], "tangential": extra["ct"]}
+    return {"series": series, "impulses": impulses}
+
+
+def _with_report_series(estimate: Estimate, additions: dict) -> Estimate:
+    from dataclasses import replace
+
+    return replace(estimate, extra={**estimate.extra, **additions})
 
 
 def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, files: dict):
@@ -288,13 +307,10 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
     log.begin("identify")
     labels = [p.name for p in exp.encoders]
     estimate, fits = identify_series(spec, rig, series, markers, log.print, labels)
-    extra = {**estimate.extra, "series": fit_series(rig, series[0], fits[0], markers)}
+    additions = {"series": fit_series(rig, series[0], fits[0], markers)}
     if camera_info is not None:
-        extra["camera"] = camera_info
-    from dataclasses import replace
-
-    estimate = replace(estimate, extra=extra)
-    estimate.write(work / "estimate.json")
+        additions["camera"] = camera_info
+    estimate = _with_report_series(estimate, additions)
     return Result(estimate, facts, {})
 
 

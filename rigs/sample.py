@@ -226,7 +226,7 @@ def drop_truth_trajectory(scenario: DropScenario = DROP):
     traj = simulate_irc(scenario.q0, scenario.v0, scenario.h, steps, ellipse, ground, mu, eps)
     truth = {
         "rig": "ellipse_drop",
-        "parameters": {"inertia_ratio": ellipse.j_over_m, "friction": mu},
+        "parameters": {"J_over_m": ellipse.j_over_m, "mu": mu},  # names as in the Estimate
         "restitution": eps,
         "ground": {"p0": [float(p0[0]), float(p0[1])], "alpha": alpha},
         "q0": list(scenario.q0),
