@@ -36,7 +36,30 @@ def method_settings(spec: RigSpec) -> dict:
         "max_iter": int(spec.method_value("max_iter", "1", LMSettings.max_iter)),
         "eps_f": spec.method_value("eps_f", "1", LMSettings.eps_f),
         "lm_tau": spec.method_value("lm_tau", "1", LMSettings.tau),
+        "eps_fric": spec.method_value("eps_fric", "rad/N m s", EPS_FRIC),
     }
+
+
+# Velocity-level compliance of the friction rows in the estimator's inverse dynamics
+# (rad/(N m s)); see ``estimation_values``.
+EPS_FRIC = 10.0
+
+
+def estimation_values(rig, names, settings: dict) -> dict:
+    """Fixed values the estimator uses instead of the spec's: every ``eps_fric*`` that is not
+    identified becomes ``[method] eps_fric`` (default ``EPS_FRIC``).
+
+    Why: in inverse dynamics the friction impulse is clip(−Ḡv/Σ_t, ±bound) with Σ_t =
+    eps_fric/h, so it saturates once |v| exceeds eps_fric × (friction torque). The spec's
+    1e-6 rad/(N m s) makes that band ~1e-8 rad/s — sticking, as the simulator should — but
+    fitted states follow 1e-3 rad encoder noise with ~2e-2 rad/s of velocity jitter, so at
+    rest the fitted friction flips between ±bound at random and the cost grows with μ². On
+    the 20 s pendulum release (stuck from ~15 s) that drove μ to −68 % and b to +620 %.
+    With 10 rad/(N m s) the band is ~0.08 rad/s for the pendulum: at rest the friction can
+    balance gravity smoothly, and a swing spends ~2 ms of each 0.45 s half-period inside it.
+    """
+    eps = settings["eps_fric"]
+    return {k: eps for k in rig.values if k.startswith("eps_fric") and k not in names}
 
 
 def channel_weights(spec: RigSpec, channels) -> np.ndarray:
@@ -98,8 +121,7 @@ def build_problem(
 ) -> tuple:
     """The ``HingedProblem`` of one series and its initial states (Section 4.4)."""
     weights = channel_weights(spec, rig.channels)
-    if values is not None:
-        rig = _with_values(rig, values)
+    rig = _with_values(rig, {**estimation_values(rig, names, settings), **(values or {})})
     ps = spec.parameters
     scale = np.array([_scale(ps[k]) for k in names])
     lower = np.array([ps[k].lower for k in names]) / scale if names else np.zeros(0)

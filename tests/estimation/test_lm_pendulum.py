@@ -24,9 +24,11 @@ def identified(tmp_path_factory):
     spec = load_spec("pendulum")
     # 1 s swings released at 2 rad (the spec's 3 rad sits long near the top); lm_tau 1e-9
     # lets the first steps move the states instead of waiting for α to fall (Algorithm 1
-    # otherwise unchanged).
+    # otherwise unchanged). Self-consistency: the estimator keeps the simulator's stiff
+    # friction rows (its default eps_fric is softer, for noisy data that comes to rest).
     sim = dict(spec.sections["simulation"], theta0={"value": 2.0, "unit": "rad"})
-    method = dict(spec.method, lm_tau=1e-9, max_iter=60)
+    eps_fric = {"value": spec.value("eps_fric", "rad/N m s"), "unit": "rad/N m s"}
+    method = dict(spec.method, lm_tau=1e-9, max_iter=60, eps_fric=eps_fric)
     spec = dataclasses.replace(spec, sections={**spec.sections, "simulation": sim}, method=method)
     console = Console(quiet=True)
     logs = []
