@@ -133,3 +133,33 @@ def marker_pixels(model: str, body: tuple[int, ...], cam: dict, r, e) -> jnp.nda
     pw = r[idx] + rotate(e[idx], cam["points"])  # world position of each marker (m)
     xc = pw @ cam["R_cw"].T + cam["t_cw"]
     return project(model, xc, cam["K"], cam["D"])
+
+
+def pixels_on_grid(
+    grid: np.ndarray,
+    t: np.ndarray,
+    uv: np.ndarray,
+    sigma_px: float,
+    missing: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Camera samples moved onto the estimator grid: (uv[n, m, 2], weight[n, m]).
+
+    ``t[F]`` (s, on the grid's clock) are frame times and ``uv[F, m, 2]`` the tracked pixels,
+    ``missing[F, m]`` marks markers not seen. Each frame goes to the grid step nearest it if
+    that is within half a step (frames outside the grid are dropped, nothing is invented);
+    its weight is 1/σ_px². Two frames on one step (camera faster than 1/h): the later wins.
+    """
+    grid, t = np.asarray(grid, float), np.asarray(t, float)
+    uv = np.asarray(uv, float)
+    F, m = uv.shape[:2]
+    seen = np.ones((F, m), bool) if missing is None else ~np.asarray(missing, bool)
+    seen &= np.all(np.isfinite(uv), axis=-1)
+    h = float(grid[1] - grid[0]) if len(grid) > 1 else 1.0
+    k = np.rint((t - grid[0]) / h).astype(int)
+    ok = (k >= 0) & (k < len(grid)) & (np.abs(grid[np.clip(k, 0, len(grid) - 1)] - t) <= h / 2)
+    out_uv = np.zeros((len(grid), m, 2))
+    weight = np.zeros((len(grid), m))
+    rows = np.flatnonzero(ok)
+    out_uv[k[rows]] = np.where(seen[rows, :, None], uv[rows], 0.0)
+    weight[k[rows]] = np.where(seen[rows], 1.0 / sigma_px**2, 0.0)
+    return out_uv, weight

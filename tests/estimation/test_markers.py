@@ -11,7 +11,12 @@ import pytest
 
 from estimation.hinged_problem import HingedProblem
 from estimation.initialize import initial_states
-from estimation.markers import MarkerObservations, project_fisheye, project_pinhole
+from estimation.markers import (
+    MarkerObservations,
+    pixels_on_grid,
+    project_fisheye,
+    project_pinhole,
+)
 from rigs import furuta
 from rigs.spec import load_spec
 
@@ -133,3 +138,16 @@ def test_marker_observations_reject_bad_shapes():
     with pytest.raises(ValueError, match="coefficients"):
         MarkerObservations((0,), np.zeros((1, 3)), K, D_PINHOLE, np.eye(3), np.zeros(3),
                            np.zeros((5, 1, 2)), np.zeros((5, 1)))  # fmt: skip
+
+
+def test_pixels_on_grid_nearest_step_no_invention():
+    grid = np.arange(11) * 1e-3  # 11 steps of 1 ms
+    t = np.array([-0.004, 0.0021, 0.0049, 0.0076, 0.02])  # before, near 2, 5, 8, after
+    uv = np.arange(5 * 2 * 2, dtype=float).reshape(5, 2, 2)
+    missing = np.array([[False, False], [False, True], [False, False], [False, False],
+                        [False, False]])  # fmt: skip
+    out, w = pixels_on_grid(grid, t, uv, 0.5, missing)
+    assert np.flatnonzero(w[:, 0]).tolist() == [2, 5, 8]  # the nearest step of each frame
+    np.testing.assert_array_equal(out[2, 0], uv[1, 0])
+    assert w[2, 0] == 4.0 and w[2, 1] == 0.0  # 1/σ² where seen, 0 where the marker is missing
+    assert w.sum() == 4.0 * 5  # frames outside the grid are dropped, none invented
