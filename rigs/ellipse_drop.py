@@ -282,6 +282,11 @@ def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
         if mu.identifiable
         else f"mu >= {mu.value:.3f} (no sliding contact: only a lower bound)"
     )
+    if not estimate.identifiability["covariance"]["std_reliable"]:
+        console.print(
+            "warning: the linearized std exceeds the value; it is no confidence interval "
+            "here (see identifiability.covariance in estimate.json)"
+        )
     console.print(
         f"J/m = {jm.value * 1e6:.1f} +- {jm.std * 1e6:.1f} mm^2, {mu_text} "
         f"({fit.iterations} IPOPT iterations, {fit.wall_s:.1f} s, {fit.status}); "
@@ -359,7 +364,10 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         if friction["identifiable"]
         else "no contact step slides: mu is only bounded below by max |c_t|/c_n",
     }
-    ident["covariance"] = covariance_report(cov, ("J_over_m", "mu"))
+    checked = (True, friction["identifiable"])  # a bound-only mu has no std to trust
+    ident["covariance"] = covariance_report(
+        cov, ("J_over_m", "mu"), (fit.j_over_m, fit.mu), checked
+    )
     t_m, q_m = frames
     n_frames = len(fit.frame_index)
     return Estimate(
@@ -391,17 +399,27 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     )
 
 
-def covariance_report(cov: dict, names) -> dict:
-    """SVD of the parameter correlation matrix, std and the residual variance factor."""
+def covariance_report(cov: dict, names, values, checked) -> dict:
+    """SVD of the parameter correlation matrix, std and the residual variance factor.
+
+    ``std_reliable`` is false where the std of an identified parameter (``checked``)
+    exceeds its value: the linearization then met
+    degenerate complementarity rows (seen at 30 fps in the Table 1 sweep, with J/m itself
+    within 2 %), and the std is no confidence interval (docs/planar-contact.md).
+    """
     c = np.asarray(cov["covariance"], float)
     std = np.sqrt(np.clip(np.diag(c), 0.0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = c / np.outer(std, std)
     finite = bool(np.all(np.isfinite(corr)))
     sv = np.linalg.svd(corr, compute_uv=False).tolist() if finite else None
+    mask = np.asarray(checked, bool)
+    ok = np.isfinite(std) & (std < np.abs(np.asarray(values, float)))
+    reliable = bool(np.all(ok[mask]))
     return {
         "parameters": list(names),
         "std": std.tolist(),
+        "std_reliable": reliable,
         "correlation": corr.tolist() if finite else None,
         "correlation_singular_values": sv,
         "residual_variance_factor": cov["residual_variance_factor"],

@@ -106,6 +106,7 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     assert abs(jm["value"] / 756e-6 - 1) < 0.05
     assert abs(jm["value"] - 756e-6) < 4 * jm["std"]
     assert not mu["identifiable"] and mu["std"] is None
+    assert data["identifiability"]["covariance"]["std_reliable"]
     ident_mu = data["identifiability"]["mu"]
     assert ident_mu["sliding_steps"] == 0
     assert mu["value"] == pytest.approx(ident_mu["lower_bound"])
