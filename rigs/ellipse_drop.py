@@ -403,9 +403,9 @@ def covariance_report(cov: dict, names, values, checked) -> dict:
     """SVD of the parameter correlation matrix, std and the residual variance factor.
 
     ``std_reliable`` is false where the std of an identified parameter (``checked``)
-    exceeds its value: the linearization then met
-    degenerate complementarity rows (seen at 30 fps in the Table 1 sweep, with J/m itself
-    within 2 %), and the std is no confidence interval (docs/planar-contact.md).
+    exceeds its value: the linearization then met degenerate complementarity rows (seen at
+    30 fps in the Table 1 sweep, with J/m itself within 2 %), and the std is no confidence
+    interval (docs/planar-contact.md).
     """
     c = np.asarray(cov["covariance"], float)
     std = np.sqrt(np.clip(np.diag(c), 0.0, None))
