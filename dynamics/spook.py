@@ -24,9 +24,7 @@ from dynamics.multibody import (
     System,
     applied_forces,
     boxplus_config,
-    constraint_jacobian,
-    hinge_angle_rate_row,
-    hinge_violation,
+    hinge_kinematics,
     mass_matrix_blocks,
 )
 from dynamics.quaternion import boxminus
@@ -48,13 +46,11 @@ class HingeRows(NamedTuple):
 
 def _hinge_rows(system: System, hinge: Hinge, hp: HingeParams, q, v, u, h) -> HingeRows:
     n = system.n_bodies
-    g = hinge_violation(q, hinge)
-    G = constraint_jacobian(lambda qq: hinge_violation(qq, hinge), q, n)
+    g, G, Gbar = hinge_kinematics(q, hinge, n)
     gamma = 1.0 / (1.0 + 4.0 * hp.tau / h)  # (2.9)
     eps = jnp.concatenate([jnp.full(3, hp.eps_lin), jnp.full(2, hp.eps_rot)])
     sigma = 4.0 / h**2 * eps * gamma  # (2.10)
     a = 4.0 / h * gamma * g - gamma * (G @ v.reshape(-1))  # (2.18), second block row
-    Gbar = hinge_angle_rate_row(q, hinge, n)
     omega = Gbar @ v.reshape(-1)
     mu = hp.mu + (hp.mu_delta * jnp.exp(-hp.zeta * omega**2) if hinge.stribeck else 0.0)  # (4.1)
     U = jnp.concatenate([jnp.full(3, hp.r * mu), jnp.full(2, mu)])
@@ -124,8 +120,7 @@ def step(system: System, params: Params, q, v, u, h: float) -> StepResult:
     force = applied_forces(params, blocks, v).reshape(-1)
     rows = _all_hinge_rows(system, params, q, v, u, h)
     v_next = _mlcp_velocity(system, params, blocks, force, rows, v, h)
-    M = jax.scipy.linalg.block_diag(*blocks)
-    return _finish_step(system, q, v, v_next, M, force, h)
+    return _finish_step(system, q, v, v_next, blocks, force, h)
 
 
 def _all_hinge_rows(system: System, params: Params, q, v, u, h) -> list[HingeRows]:
@@ -135,10 +130,16 @@ def _all_hinge_rows(system: System, params: Params, q, v, u, h) -> list[HingeRow
     ]
 
 
-def _finish_step(system: System, q, v, v_next, M, force, h) -> StepResult:
+def _block_product(blocks, x) -> jnp.ndarray:
+    """M x [nb*6] for M = diag(blocks) and x [nb, 6], block by block (no 12 × 12 product
+    that is mostly zeros)."""
+    return jnp.einsum("bij,bj->bi", blocks, x).reshape(-1)
+
+
+def _finish_step(system: System, q, v, v_next, blocks, force, h) -> StepResult:
     """(2.16) and the constraint impulses M(v_{k+1} − v_k) − h f that made the step."""
-    impulse = M @ (v_next - v.reshape(-1)) - h * force
     v_next = v_next.reshape(system.n_bodies, 6)
+    impulse = _block_product(blocks, v_next - v) - h * force
     q_next = boxplus_config(q, h * v_next)
     return StepResult(q_next, v_next, impulse.reshape(system.n_bodies, 6))
 
@@ -271,7 +272,7 @@ def _step_on_piece(system: System, params: Params, q, v, u, h: float, piece: Pie
     rows = _all_hinge_rows(system, params, q, v, u, h)
     dry_rows = [hr for hg, hr in zip(system.hinges, rows, strict=True) if hg.dry]
     M = jax.scipy.linalg.block_diag(*blocks)
-    rhs = M @ v.reshape(-1) + h * force
+    rhs = _block_product(blocks, v) + h * force
     vn, sound = _piece_velocity(system, params, M, rhs, rows, piece, h)
     multipliers = _dry_multipliers(dry_rows, vn)
     accepted = sound & _on_piece(*multipliers, piece)
@@ -288,7 +289,7 @@ def _step_on_piece(system: System, params: Params, q, v, u, h: float, piece: Pie
         return v_next, _piece_of(*_dry_multipliers(dry_rows, v_next))
 
     v_next, piece = lax.cond(accepted, lambda: (vn, _piece_of(*multipliers)), lemke_step)
-    return _finish_step(system, q, v, v_next, M, force, h), piece
+    return _finish_step(system, q, v, v_next, blocks, force, h), piece
 
 
 def simulate(system: System, params: Params, q0, v0, u: jnp.ndarray, h: float):
@@ -348,13 +349,11 @@ def impulse_residual(system: System, params: Params, q, v, q_next, v_next, u, h)
     """Δp_u and Δp_q (3.7–3.8) of one step: the external impulses [nb*6] (N s, N m s) needed
     to go from v_k to v_{k+1} and from q_k to q_{k+1}."""
     blocks = mass_matrix_blocks(params, q[1])
-    M = jax.scipy.linalg.block_diag(*blocks)
     force = applied_forces(params, blocks, v).reshape(-1)
     impulse = _step_impulses(system, params, q, v, v_next, u, h)
-    vk = v.reshape(-1)
-    dp_u = M @ (v_next.reshape(-1) - vk) - impulse - h * force
-    v_from_q = configuration_velocity(q, q_next, h).reshape(-1)
-    dp_q = M @ (v_from_q - vk) - impulse - h * force
+
+    dp_u = _block_product(blocks, v_next - v) - impulse - h * force
+    dp_q = _block_product(blocks, configuration_velocity(q, q_next, h) - v) - impulse - h * force
     return dp_u, dp_q
 
 
