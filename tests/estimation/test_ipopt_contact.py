@@ -104,7 +104,7 @@ def test_reported_std_is_not_overconfident():
 @pytest.mark.slow
 @pytest.mark.xfail(
     reason="issue 6 goal not met: the linearized std is conservative by ~2.2x "
-    "(measured 9.2 vs 4.2 mm^2; 1.5x when IPOPT ran longer): weakly active "
+    "(measured 9.2 vs 4.2 mm^2; 1.5x with an earlier stop rule): weakly active "
     "complementarity rows keep intermediate barrier weights (docs/planar-contact.md)",
     strict=False,
 )
