@@ -112,6 +112,7 @@ def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dic
         summary["timings"] = dict(log.timings)  # now with the report stage
         write_json_atomic(work / SUMMARY, summary)
         _swap_into_place(work, final)
+        (out_root / f"{exp.name}.failed.log").unlink(missing_ok=True)  # an earlier failure's
         return summary
     except Exception as exc:  # noqa: BLE001  (one bad experiment never stops the others)
         expected = isinstance(exc, InputError)
