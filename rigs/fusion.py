@@ -222,29 +222,24 @@ def markers_on_grid(
     """Marker pixels on the estimator grid ``grid`` (encoder clock, step h) as
     ``estimation.markers.MarkerObservations`` inputs: (uv[n, m, 2], weight[n, m]).
 
-    Each frame goes to the grid step nearest its encoder-clock time (within h/2, at most one
-    frame per step since frames are slower than steps). The up-to-h/2 difference between the
-    frame's time and the step's is removed by adding the image motion the encoder angles
-    predict over it (second-order small), so the observation belongs to the step exactly.
+    Frames are put on the encoder clock with the sync result and assigned to the nearest
+    grid step by ``estimation.markers.pixels_on_grid``. The up-to-h/2 gap between a frame's
+    time and its step's is first removed by adding the image motion the encoder angles
+    predict over it (second-order small), so each observation belongs to its step exactly.
     """
+    from estimation.markers import pixels_on_grid
+
     h = float(grid[1] - grid[0])
-    n, m = len(grid), uv.shape[1]
+    m = uv.shape[1]
     te = sync.to_encoder(t_video)
-    k = np.rint((te - grid[0]) / h).astype(np.int64)
-    ok = (k >= 0) & (k < n)
-    ok[ok] &= np.abs(te[ok] - grid[k[ok]]) <= 0.5 * h + 1e-12
-    te, k, uv_ok, miss = te[ok], k[ok], uv[ok], missing[ok]
-    a_frame = angles_at(t_encoder, angles, te)
-    a_step = angles_at(t_encoder, angles, grid[k])
-    fine = np.all(np.isfinite(a_frame), axis=1) & np.all(np.isfinite(a_step), axis=1)
+    step_t = grid[0] + h * np.rint((te - grid[0]) / h)
 
-    def pixels(a):
+    def pixels(t):
+        a = angles_at(t_encoder, angles, t)
         world = positions(np.where(np.isfinite(a), a, 0.0))
-        return camera.project(world.reshape(-1, 3), pose.rvec, pose.t_cw).reshape(-1, m, 2)
+        px = camera.project(world.reshape(-1, 3), pose.rvec, pose.t_cw).reshape(-1, m, 2)
+        return np.where(np.all(np.isfinite(a), axis=1)[:, None, None], px, np.nan)
 
-    shift = pixels(a_step) - pixels(a_frame)
-    out_uv = np.zeros((n, m, 2))
-    weight = np.zeros((n, m))
-    out_uv[k] = np.where(miss[..., None], 0.0, uv_ok + shift)
-    weight[k] = np.where(miss | ~fine[:, None], 0.0, 1.0 / noise_px**2)
-    return out_uv, weight
+    moved = uv + (pixels(step_t) - pixels(te))
+    unusable = missing | ~np.all(np.isfinite(moved), axis=-1)
+    return pixels_on_grid(grid, te, moved, noise_px, unusable)
