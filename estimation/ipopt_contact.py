@@ -667,36 +667,8 @@ def _build_dense(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Prob
 
     f = 0.5 * f_fit + f_gamma + s.mu_pull * mu
     nlp = {"x": x, "f": f, "g": g_all}
-    opts = {
-        "print_time": False,
-        "ipopt": {
-            "print_level": s.print_level,
-            "sb": "yes",
-            "max_iter": s.max_iter,
-            "tol": s.tol,
-            # The l1 complementarity penalty leaves a long tail of tiny objective
-            # decreases (degenerate MPCC); stop once the objective is flat and the
-            # constraints hold, instead of creeping for hundreds of iterations.
-            "acceptable_tol": 1e10,
-            "acceptable_constr_viol_tol": 1e-7,
-            "acceptable_dual_inf_tol": 1e10,
-            "acceptable_compl_inf_tol": 1e-2,
-            "acceptable_obj_change_tol": s.obj_change_tol,
-            "acceptable_iter": 8,
-            "mu_strategy": "adaptive",
-            "bound_push": 1e-6,
-            "bound_frac": 1e-6,
-            "linear_solver": "mumps",
-        },
-    }
+    opts = _solver_options(s)  # the same IPOPT settings as the production NLP
     solver = ca.nlpsol("ident27", "ipopt", nlp, opts)
-    jac = solver.get_function("nlp_jac_g").sparsity_out(1)
-    hess = solver.get_function("nlp_hess_l").sparsity_out(0)  # lower triangle
-    sparsity = {
-        "jacobian_nnz": int(jac.nnz()),
-        "jacobian_shape": [jac.size1(), jac.size2()],
-        "hessian_nnz": int(hess.nnz()),
-    }
 
     fq = ca.Function("fq", [x], [ca.horzcat(*qs), ca.horzcat(*vs)])
 
@@ -725,7 +697,7 @@ def _build_dense(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Prob
         unpack,
         ca.Function("f_fit", [x], [f_fit]),
         ca.Function("f_gamma", [x], [f_gamma]),
-        sparsity,
+        _sparsity(solver),
     )
 
 

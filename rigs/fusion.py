@@ -159,28 +159,6 @@ def fit_pose_at(
     return pose, res.ravel()
 
 
-def pnp_residuals(
-    camera,
-    t_video: np.ndarray,
-    uv: np.ndarray,
-    missing: np.ndarray,
-    t_encoder: np.ndarray,
-    angles: np.ndarray,
-    positions: Callable[[np.ndarray], np.ndarray],
-) -> Callable[[float, np.ndarray], np.ndarray]:
-    """``residuals(offset, frames)``: pixel residuals of the frames selected by the boolean
-    mask, with the marker positions ``positions(angles[N, k]) -> [N, m, 3]`` at the encoder
-    angles of t_video + offset, and the camera pose fitted by PnP to exactly those points."""
-
-    def residuals(offset: float, frames: np.ndarray) -> np.ndarray:
-        return fit_pose_at(
-            camera, t_video[frames] + offset, uv[frames], missing[frames],
-            t_encoder, angles, positions,
-        )[1]  # fmt: skip
-
-    return residuals
-
-
 def synchronize_video(
     camera,
     t_video: np.ndarray,
@@ -199,7 +177,14 @@ def synchronize_video(
     uv_nan = np.where(missing[..., None], np.nan, uv)
     s_video = point_speed(t_video, uv_nan)
     s_encoder = point_speed(t_encoder, positions(angles))
-    residuals = pnp_residuals(camera, t_video, uv, missing, t_encoder, angles, positions)
+
+    def residuals(offset: float, frames: np.ndarray) -> np.ndarray:
+        """Pixel residuals of the selected frames, camera pose fitted at this offset."""
+        return fit_pose_at(
+            camera, t_video[frames] + offset, uv[frames], missing[frames],
+            t_encoder, angles, positions,
+        )[1]  # fmt: skip
+
     result = synchronize(t_video, s_video, t_encoder, s_encoder, residuals, thresholds)
     t_enc = result.to_encoder(t_video)
     pose, _ = fit_pose_at(camera, t_enc, uv, missing, t_encoder, angles, positions)
