@@ -330,6 +330,9 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
     return page(title, "\n".join(parts))
 
 
+FAR = 3.0  # a value more than FAR of its own std from the truth is flagged
+
+
 def _value_cell(p: dict | None, truth: float | None) -> str:
     if p is None:
         return "—"
@@ -337,7 +340,11 @@ def _value_cell(p: dict | None, truth: float | None) -> str:
     if not p["identifiable"]:
         text = f'<span class="bad">{text} (not identifiable)</span>'
     if truth is not None:
-        text += f"<br><small>truth {fmt(truth)}</small>"
+        z = (p["value"] - truth) / p["std"] if p["std"] else None
+        if z is not None and abs(z) > FAR:
+            text += f'<br><small class="bad">truth {fmt(truth)}: {fmt(z, 2)} std off</small>'
+        else:
+            text += f"<br><small>truth {fmt(truth)}</small>"
     return text
 
 

@@ -1,0 +1,40 @@
+"""HTML report builders (estimation.report): what a reader must be able to see."""
+
+from estimation.report import index_page, parameter_rows
+
+
+def summary(name, value, std, truth, identifiable=True, status="ok"):
+    return {
+        "experiment": name,
+        "status": status,
+        "rig": "pendulum",
+        "rig_name": "pendulum",
+        "parameters": {
+            "J": {"value": value, "std": std, "unit": "kg m^2", "identifiable": identifiable}
+        },  # fmt: skip
+        "truth": {"parameters": {"J": truth}},
+        "cost": 1e-7,
+        "cv_cost": None,
+    }
+
+
+def test_a_value_far_from_its_truth_is_flagged_with_its_z_score():
+    page = index_page([summary("near", 1.01, 0.01, 1.0), summary("far", 1.5, 0.01, 1.0)])
+    near, far = page.split("<td class=l>far</td>")
+    assert "std off" not in near  # 1 std off: within the 3-std band, no flag
+    assert 'class="bad">truth 1: 50 std off' in far
+
+
+def test_failed_experiments_are_listed_with_their_error_and_log():
+    bad = {"experiment": "cut", "status": "failed", "rig": "pendulum", "error": "cut.bin: byte 0",
+           "log": "cut.failed.log"}  # fmt: skip
+    page = index_page([summary("ok", 1.0, 0.01, 1.0), bad])
+    assert "cut.bin: byte 0" in page and 'href="cut.failed.log"' in page
+    assert 'href="ok/report.html"' in page and 'href="cut/report.html"' not in page
+
+
+def test_parameter_rows_show_truth_and_unidentifiable_flag():
+    rows = parameter_rows(summary("x", 2.0, 0.5, 1.0, identifiable=False))
+    (name, value, std, rel, unit, flag, truth, z) = rows[0]
+    assert (name, unit, truth, z) == ("J", "kg m^2", "1", "2")
+    assert "not identifiable" in flag and rel == "25 %"
