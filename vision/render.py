@@ -68,13 +68,19 @@ class PixelRays:
 
     def on_plane(self, R: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Plane coordinates (X, Y) (m) seen by each pixel, for plane pose R, t."""
+        X, Y, _ = self.hit(R, t)
+        return X, Y
+
+    def hit(self, R: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(X, Y) as ``on_plane``, and where each pixel's ray meets the plane behind the
+        camera (those pixels do not see the plane)."""
         n = R[:, 2]
         denom = n[0] * self.x + n[1] * self.y + n[2]
         s = (n @ t) / denom
         px, py, pz = s * self.x - t[0], s * self.y - t[1], s - t[2]
         X = R[0, 0] * px + R[1, 0] * py + R[2, 0] * pz
         Y = R[0, 1] * px + R[1, 1] * py + R[2, 1] * pz
-        return X, Y
+        return X, Y, s <= 0
 
 
 def _coverage(d_px: np.ndarray) -> np.ndarray:
@@ -351,8 +357,7 @@ def render_checkerboard_video(
     with VideoWriter(path, 30.0, camera.size, quality) as out:
         for rvec, tvec in poses:
             R = cv2.Rodrigues(rvec)[0]
-            X, Y = rays.on_plane(R, tvec)
-            behind = (R[:, 2] @ tvec) / (R[0, 2] * rays.x + R[1, 2] * rays.y + R[2, 2]) <= 0
+            X, Y, behind = rays.hit(R, tvec)
             fu = np.abs(np.gradient(X, axis=1)) + np.abs(np.gradient(X, axis=0))
             fv = np.abs(np.gradient(Y, axis=1)) + np.abs(np.gradient(Y, axis=0))
             su = np.clip(np.sin(np.pi * X / square) * square / np.pi / np.maximum(fu, 1e-9), -1, 1)
@@ -440,8 +445,7 @@ def render_charuco_video(
     with VideoWriter(path, 30.0, camera.size, quality) as out:
         for rvec, tvec in poses:
             R = cv2.Rodrigues(rvec)[0]
-            X, Y = rays.on_plane(R, tvec)
-            behind = (R[:, 2] @ tvec) / (R[0, 2] * rays.x + R[1, 2] * rays.y + R[2, 2]) <= 0
+            X, Y, behind = rays.hit(R, tvec)
             mx = (X * per_m + pad - 0.5).astype(np.float32)
             my = (Y * per_m + pad - 0.5).astype(np.float32)
             img = cv2.remap(
