@@ -107,7 +107,7 @@ def drive_voltage(t: np.ndarray, scenario: EncoderScenario) -> np.ndarray:
 
 
 def simulate_hinged(spec: RigSpec, scenario: EncoderScenario):
-    """Fine-step SPOOK rollout of the spec's truth; returns (t_fine, q, angles, u, truth)."""
+    """Fine-step SPOOK rollout of the spec's truth: (t_fine, q, angles, u, truth, rig)."""
     from rigs.hinged import run_simulation, simulation_table, truth_values
     from rigs.kinds import kind_module
 

@@ -98,23 +98,6 @@ def _resample(t: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------ coarse
 
 
-def coarse_offset(
-    t_video: np.ndarray,
-    s_video: np.ndarray,
-    t_encoder: np.ndarray,
-    s_encoder: np.ndarray,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> tuple[float, float, float]:
-    """(offset, r_peak, margin) of the best lag; see :func:`coarse_candidates`."""
-    found = coarse_candidates(t_video, s_video, t_encoder, s_encoder, thresholds, 2)
-    if not found:
-        return float("nan"), 0.0, 0.0
-    r_peak = found[0][1]
-    rival = found[1][1] if len(found) > 1 else 0.0
-    margin = 1.0 - max(rival, 0.0) / r_peak if r_peak > 0 else 0.0
-    return found[0][0], r_peak, float(margin)
-
-
 def coarse_candidates(
     t_video: np.ndarray,
     s_video: np.ndarray,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rigs.fusion import synchronize_video
-from rigs.sync import coarse_offset, refine_offset
+from rigs.sync import coarse_candidates, refine_offset
 from vision.camera import action_camera
 
 OFFSET = 12.3456789  # s, board clock minus video clock
@@ -95,7 +95,8 @@ def test_coarse_offset_of_shifted_signal():
     s = np.abs(filtfilt(b, a, np.random.default_rng(3).normal(size=t.size)))
     t_v = np.arange(1.0, 5.0, 1 / 100)
     s_v = np.interp(t_v + 0.8, t, s)
-    offset, r, margin = coarse_offset(t_v, s_v, t, s)
+    (offset, r), (_, r_rival), *_ = coarse_candidates(t_v, s_v, t, s)
+    margin = 1.0 - r_rival / r
     assert abs(offset - 0.8) <= 0.01  # grid step = the 100 Hz frame period
     # r < 1 only because resampling onto the 100 Hz grid smooths the signal's kinks; any lag
     # 0.25 s or more from the truth sees independent noise, hence the margin.
