@@ -11,11 +11,14 @@ import pytest
 from estimation.lm import (
     Linearization,
     LMSettings,
+    _acceleration,
     _box_qp,
+    factor_damped,
     levenberg_marquardt,
     model_decrease,
     normal_equations,
     solve_damped,
+    solve_factored,
 )
 
 
@@ -114,6 +117,9 @@ class _Curve:
     def retract(self, x, dx):
         return x + dx[:, 0]
 
+    def residuals(self, x, th):
+        return self._res(x, th)
+
 
 def test_lm_recovers_parameter_and_respects_box():
     h, n = 0.01, 60
@@ -128,3 +134,42 @@ def test_lm_recovers_parameter_and_respects_box():
     assert boxed.cost > free.cost
     assert all(b <= a for a, b in zip(boxed.history[:-1], boxed.history[1:], strict=True))
     assert LMSettings().tau == 1e-6  # Algorithm 1's initial damping factor
+
+
+def test_geodesic_acceleration_equals_dense_second_order_correction():
+    """a = −(JᵀJ + αI)⁻¹ Jᵀ r_vv (Transtrum & Sethna) with r_vv of the _Curve residuals along
+    the step written out by hand: d²/dt² of −10 h (θ + t δθ)(x + t δx)² is
+    −10 h (2θ δx² + 4 x δx δθ), the third derivative −60 h δθ δx²; obs and init rows are
+    linear. The residual is cubic along the step, so the forward difference at t equals
+    r_vv + (t/3) r_vvv exactly; the tolerance is round-off of the dense solve."""
+    h, n = 0.01, 40
+    rng = np.random.default_rng(3)
+    y = 1.0 + 0.1 * rng.normal(size=n)
+    prob = _Curve(y, h, -10.0, 10.0)
+    x, th = y + 0.05 * rng.normal(size=n), np.array([0.3])
+    lin = prob.linearize(x, th)
+    damped = factor_damped(normal_equations(lin), 1e-3)
+    inf = np.full(1, np.inf)
+    dx, dth = solve_factored(damped, normal_equations(lin).gx, normal_equations(lin).gp, -inf, inf)
+    t = 0.1
+    ax, ath = _acceleration(prob, x, th, lin, damped, (dx, dth), np.ones(1), -inf, inf, t=t)
+    J, _ = _dense(lin)
+    d, dt = dx[:-1, 0], dth[0]
+    second = -10 * h * (2 * th[0] * d**2 + 4 * x[:-1] * d * dt)
+    rvv = np.concatenate([second + t / 3 * (-60 * h * dt * d**2), np.zeros(n + 1)])
+    ref = np.linalg.solve(J.T @ J + 1e-3 * np.eye(n + 1), -J.T @ rvv)
+    np.testing.assert_allclose(np.concatenate([ax[:, 0], ath]), ref, rtol=1e-8, atol=1e-12)
+
+
+def test_geodesic_and_plain_lm_reach_the_same_minimum():
+    """The acceleration changes the path, not the answer: both stop at θ = 0.8 (1e-6)."""
+    h, n = 0.01, 60
+    x = [1.0]
+    for _ in range(n - 1):
+        x.append(x[-1] + 0.8 * x[-1] ** 2 * h)
+    y = np.array(x)
+    for ratio in (None, 0.75):
+        res = levenberg_marquardt(
+            _Curve(y, h, 0.0, 5.0), y * 0.0 + 1.0, np.array([0.1]), LMSettings(geodesic_ratio=ratio)
+        )
+        assert res.converged and res.theta[0] == pytest.approx(0.8, rel=1e-6), ratio
