@@ -42,9 +42,57 @@ def test_furuta_four_parameters_and_unexcited_gain():
     for i, (name, true) in enumerate(TRUTH.items()):
         assert abs(values[i] - true) < 4 * cov.std[i], (name, values[i], cov.std[i])
         assert cov.identifiable[i]
-    # Inertias within 1e-4 relative; drag within 0.5 % (b2's reported std is 0.4 %).
-    assert values[:2] == pytest.approx([0.003, 0.004], rel=1e-4)
+    # Inertias within the 1e-3 relative that issue 3 asks (measured 1.1e-4 for J_Azz with
+    # geodesic acceleration, under 1e-4 without: where ε_f stops differs); drag within 0.5 %
+    # (b2's reported std is 0.4 %).
+    assert values[:2] == pytest.approx([0.003, 0.004], rel=1e-3)
     assert values[2:4] == pytest.approx([1e-3, 1e-4], rel=5e-3)
     # K: zero sensitivity without control — unchanged, infinite std, not identifiable.
     assert values[4] == pytest.approx(0.1) and not cov.identifiable[4]
     assert np.isinf(cov.std[4]) and 4 in np.flatnonzero(np.abs(cov.directions[:, 0]) > 0.9)
+
+
+@pytest.mark.slow
+def test_driven_furuta_converges_to_the_four_parameters():
+    """The sample's drive (3 V chirp, 3 s of it) simulated at h = 1e-4 with Table G.5 truth,
+    1 kHz log quantized to 4096 counts/rev, estimator h = 1e-3 and the spec's κ, Table 1
+    initial values. Plain Algorithm 1 stops at its iteration limit here with J_Azz at the
+    lower bound; with geodesic acceleration it converges (docs/lm-estimator.md). Tolerances:
+    Section 4.7 asks 3 % for the inertias at h = 1e-3; the dampers carry the shadow bias of
+    the h = 1e-3 discretization (5–11 % measured), so 20 %."""
+    from dataclasses import replace
+
+    from rigs.identify_hinged import (
+        build_problem,
+        lm_settings,
+        method_settings,
+        reference_noise,
+        series_on_grid,
+    )
+    from rigs.sample import FURUTA, fixed_truth, simulate_hinged
+    from rigs.spec import with_overrides
+    from rigs.streams import Stream
+
+    base = load_spec("furuta")
+    t, _, angles, u, truth, rig0 = simulate_hinged(base, replace(FURUTA, duration=3.0))
+    spec = with_overrides(base, fixed_truth(base, rig0, truth))
+    rig = furuta.build(spec)
+    counts = 2 * np.pi / 4096
+    y = np.rint(angles[::10] / counts) * counts
+    log = Stream(
+        t[::10], np.column_stack([y, u[::10]]), ("theta1", "theta2", "u"), ("rad", "rad", "V"),
+        np.zeros((len(y), 3), bool),
+    )  # fmt: skip
+    settings = method_settings(spec)
+    series = series_on_grid(log, rig.channels, settings["h"], "chirp")
+    names = list(spec.parameters)
+    prob, X0 = build_problem(
+        rig, spec, names, series, settings, None, None, reference_noise(spec, rig.channels)
+    )
+    theta0 = np.array([spec.parameters[k].initial for k in names]) / prob.scale
+    res = levenberg_marquardt(prob, X0, theta0, lm_settings(settings))
+    assert res.converged, res.reason
+    assert res.iterations <= 40
+    values = dict(zip(names, res.theta * prob.scale, strict=True))
+    for name, tol in (("J_Azz", 0.03), ("J_Byy", 0.03), ("b1", 0.2), ("b2", 0.2)):
+        assert values[name] == pytest.approx(truth[name], rel=tol), name
