@@ -317,10 +317,10 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
         for s in group:
             ps = s.get("parameters", {})
             cells = [_value_cell(ps.get(k), truth_values(s).get(k)) for k in names]
-            rows.append(
-                [esc(s["experiment"]), *cells, fmt(s.get("cost"), 3), fmt(s.get("cv_cost"), 3)]
-            )
+            cv = s.get("cv_experiments", s.get("cv_cost"))
+            rows.append([esc(s["experiment"]), *cells, fmt(s.get("cost"), 3), fmt(cv, 3)])
         parts.append(table(header, rows))
+        parts.append(cross_validation_table(group))
         parts.append(
             table(
                 ["parameter", "mean", "std", "min", "max", "unit", "experiments"],
@@ -328,6 +328,24 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
             )  # fmt: skip
         )
     return page(title, "\n".join(parts))
+
+
+def cross_validation_table(group: list[dict]) -> str:
+    """Model tuned on the row's experiment, states estimated on the column's log (encoder
+    rows only, cost per step); empty unless the folder had two or more experiments to
+    compare. CV cost/step above is the row's mean off the diagonal."""
+    rows = [s for s in group if s.get("cross_validation")]
+    if not rows:
+        return ""
+    cols = list(dict.fromkeys(b for s in rows for b in s["cross_validation"]))
+    body = [
+        [esc(s["experiment"]), *(fmt(s["cross_validation"].get(b), 3) for b in cols)] for s in rows
+    ]
+    caption = (
+        "<p>Cross-validation (Section 4.5): each row's model estimates only the states of "
+        "each column's encoder log; cost per step, the diagonal is the row's own log.</p>"
+    )
+    return caption + table(["model tuned on ↓, states of →", *map(esc, cols)], body)
 
 
 FAR = 3.0  # a value more than FAR of its own std from the truth is flagged

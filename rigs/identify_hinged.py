@@ -237,8 +237,7 @@ def identify_series(
     cv_costs = []
     fitted = {names[i]: float(values[i]) for i in range(len(names))}
     for label, series, mk in zip(labels[1:], series_list[1:], marks[1:], strict=True):
-        cv_problem, cv_X0 = build_problem(rig, spec, [], series, settings, fitted, mk, sigma_ref)
-        cv = levenberg_marquardt(cv_problem, cv_X0, np.zeros(0), lm)
+        cv_problem, cv = estimate_states(spec, rig, series, fitted, mk)
         cv_costs.append(cv.cost / len(series["grid"]))
         fits.append(_fit(cv_problem, cv.X, series, cv.cost))
         say(f"  cross-validation on {label}: cost/step {cv_costs[-1]:.4e}")
@@ -274,6 +273,16 @@ def identify_series(
         },
     )
     return estimate, fits
+
+
+def estimate_states(spec: RigSpec, rig, series: dict, values: dict, markers=None) -> tuple:
+    """Cross-validation (Section 4.5): only the states of ``series`` are estimated, every
+    parameter held at ``values`` (those tuned on another series). Returns (problem, LMResult);
+    the cost per step is ``result.cost / len(series["grid"])``."""
+    settings = method_settings(spec)
+    sigma_ref = reference_noise(spec, rig.channels)
+    problem, X0 = build_problem(rig, spec, [], series, settings, values, markers, sigma_ref)
+    return problem, levenberg_marquardt(problem, X0, np.zeros(0), lm_settings(settings))
 
 
 def _marker_list(markers, count: int) -> list:

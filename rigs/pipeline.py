@@ -315,6 +315,33 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
     return Result(estimate, facts, {})
 
 
+def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
+    """Cost per step of ``exp``'s first encoder log when only its states are estimated with
+    the parameters held at ``values`` (another experiment's estimate; Marklund et al.
+    Section 4.5, Tables 2 and 4). Encoder rows only, so that experiments with and without
+    video compare on the same terms."""
+    from rigs.encoders import read_log
+    from rigs.identify_hinged import (
+        enable_compilation_cache,
+        estimate_states,
+        method_settings,
+        series_on_grid,
+    )
+    from rigs.kinds import kind_module
+    from rigs.spec import load_spec, with_overrides
+
+    enable_compilation_cache()
+    spec = with_overrides(load_spec(exp.rig), exp.overrides)
+    rig = kind_module(spec).build(spec)
+    path = exp.encoders[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the experiment's own report already lists them
+        stream = read_log(path, spec)
+    series = series_on_grid(stream, rig.channels, method_settings(spec)["h"], path)
+    _, result = estimate_states(spec, rig, series, values)
+    return result.cost / len(series["grid"])
+
+
 def _fuse_video(exp, spec, rig, stream, series, work, log, facts):
     """Track the spec's markers, synchronize the clocks and put the pixels on the LM grid;
     (None, None) with the reason in the facts when the clocks cannot be trusted."""

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from estimation.estimate import write_json_atomic
 from estimation.report import write_index
 from rigs.experiments import Experiment, discover
-from rigs.pipeline import PROGRESS_TOPIC, run_experiment
+from rigs.pipeline import PROGRESS_TOPIC, cross_validate, run_experiment
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Co
             summaries[exp.name] = summary
             view.done(exp.name, summary)
             _write_index(out, experiments, summaries)
+        _cross_validate(client, experiments, summaries, console)
     index = _write_index(out, experiments, summaries)
     ok = sum(s["status"] == "ok" for s in summaries.values())
     console.print(
@@ -80,6 +81,52 @@ def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Co
         if s["status"] != "ok":
             console.print(f"[red]{s['experiment']}[/red]: {s['status']}: {s.get('error')}")
     return index
+
+
+def cross_validation_pairs(experiments: list[Experiment], summaries: dict) -> list[tuple]:
+    """(tuned-on, states-of) name pairs, every ordered pair within each group of two or more
+    identified encoder experiments sharing a rig and its free parameters."""
+    groups: dict[tuple, list[str]] = {}
+    for exp in experiments:
+        s = summaries.get(exp.name, {})
+        if s.get("status") == "ok" and exp.encoders and s.get("parameters"):
+            key = (s.get("rig_name"), tuple(sorted(s["parameters"])))
+            groups.setdefault(key, []).append(exp.name)
+    return [(a, b) for names in groups.values() if len(names) > 1 for a in names for b in names]
+
+
+def _cross_validate(client, experiments: list[Experiment], summaries: dict, console) -> None:
+    """Each model on every other experiment of its group (states only): ``cross_validation``
+    {states-of: cost/step} and ``cv_experiments`` (mean over the others) in each summary.
+    The diagonal (its own log, states only) is the comparable in-sample cost."""
+    from distributed import as_completed
+
+    pairs = cross_validation_pairs(experiments, summaries)
+    if not pairs:
+        return
+    console.print(f"cross-validation: {len(pairs)} state fits (model × experiment)")
+    by_name = {e.name: e for e in experiments}
+    futures = {
+        client.submit(
+            cross_validate,
+            by_name[b],
+            {k: p["value"] for k, p in summaries[a]["parameters"].items()},
+            pure=False,
+        ): (a, b)
+        for a, b in pairs
+    }
+    costs: dict[str, dict[str, float | None]] = {a: {} for a, _ in pairs}
+    for future in as_completed(futures):
+        a, b = futures[future]
+        try:
+            costs[a][b] = float(future.result())
+        except Exception as exc:  # noqa: BLE001  (a failed fit leaves a gap, not a crash)
+            costs[a][b] = None
+            console.print(f"[yellow]cross-validation {a} → {b} failed:[/yellow] {exc}")
+    for a, row in costs.items():
+        others = [c for b, c in row.items() if b != a and c is not None]
+        summaries[a]["cross_validation"] = row
+        summaries[a]["cv_experiments"] = float(sum(others) / len(others)) if others else None
 
 
 def _result(future, exp: Experiment) -> dict:

@@ -3,17 +3,20 @@ reuse of unchanged results, an interrupted run resumed, and a real Dask cluster.
 
 import io
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from rigs.process import ProcessOptions, load_index, process_folder
+from rigs.spec import load_spec
 from vision.camera import action_camera
 
 PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
@@ -158,3 +161,28 @@ def test_process_runs_on_a_dask_cluster(tmp_path, pendulum_folder, dask_cluster,
     assert used <= workers, f"tasks ran on {used}, not on the cluster's {workers}"
     for s in found.values():
         assert abs(s["parameters"]["J"]["value"] / true_j - 1) < 0.02  # as in the test above
+
+
+def test_index_cross_validates_experiments_of_one_rig(tmp_path, capture):
+    """Two pendulum releases (2.5 and 2.0 rad) of the same truth: each model estimates the
+    other's states (Section 4.5). The diagonal re-fits an experiment's own log with its own
+    parameters, so it reproduces its identification cost (5 %: both LM runs stop on ε_f from
+    different starts); the same physics transfers, so the other's model costs at most 1.5×
+    the log's own (a wrong inertia by 1 % already costs ~3× here)."""
+    from tests.pipeline.conftest import SHORT, pendulum_capture
+
+    folder = tmp_path / "two"
+    folder.mkdir()
+    shutil.copy(load_spec("pendulum").path, folder / "pendulum.toml")
+    shutil.copy(capture, folder / "high.bin")
+    pendulum_capture(folder / "low.bin", replace(SHORT, angles0=(2.0,), seed=2))
+    out = tmp_path / "reports"
+    index = process_folder(folder, out, ProcessOptions(jobs=1), quiet())
+    found = by_name(out)
+    for a, b in (("high", "low"), ("low", "high")):
+        row = found[a]["cross_validation"]
+        assert set(row) == {"high", "low"}
+        assert row[a] == pytest.approx(found[a]["cost"], rel=0.05)
+        assert row[b] <= 1.5 * found[b]["cost"]
+        assert found[a]["cv_experiments"] == row[b]
+    assert "states of" in index.read_text()
