@@ -96,3 +96,47 @@ def test_driven_furuta_converges_to_the_four_parameters():
     values = dict(zip(names, res.theta * prob.scale, strict=True))
     for name, tol in (("J_Azz", 0.03), ("J_Byy", 0.03), ("b1", 0.2), ("b2", 0.2)):
         assert values[name] == pytest.approx(truth[name], rel=tol), name
+
+
+@pytest.mark.slow
+def test_seed_experiment_4_7_release():
+    """Section 4.7: release from π − 0.03 rad, Table G.5 truth simulated at h = 1e-4, 10 s,
+    0.001 rad Gaussian noise; J_Azz, J_Byy, b1, b2 free from Table 1 initial values, the other
+    values known (the simulation's). At the estimator's h = 1e-3: J_Azz and J_Byy within the
+    3 % the issue asks (measured +1.5 % and −0.3 % at the spec's κ = 1e3). The dampers are
+    shadow parameters of the coarser step (−21 %, −34 % measured): only their convergence
+    is checked here, as at h = 1e-2 in the paper."""
+    from rigs.identify_hinged import (
+        build_problem,
+        lm_settings,
+        method_settings,
+        reference_noise,
+        series_on_grid,
+    )
+    from rigs.sample import EncoderScenario, fixed_truth, simulate_hinged
+    from rigs.spec import with_overrides
+    from rigs.streams import Stream
+
+    base = load_spec("furuta")
+    scenario = EncoderScenario(duration=10.0, angles0=(0.0, np.pi - 0.03))
+    t, _, angles, u, truth, rig0 = simulate_hinged(base, scenario)
+    spec = with_overrides(base, fixed_truth(base, rig0, truth))
+    rig = furuta.build(spec)
+    y = angles[::10] + np.random.default_rng(0).normal(0.0, 1e-3, angles[::10].shape)
+    log = Stream(
+        t[::10], np.column_stack([y, u[::10]]), ("theta1", "theta2", "u"), ("rad", "rad", "V"),
+        np.zeros((len(y), 3), bool),
+    )  # fmt: skip
+    settings = method_settings(spec)
+    series = series_on_grid(log, rig.channels, settings["h"], "release")
+    names = list(spec.parameters)
+    prob, X0 = build_problem(
+        rig, spec, names, series, settings, None, None, reference_noise(spec, rig.channels)
+    )
+    theta0 = np.array([spec.parameters[k].initial for k in names]) / prob.scale
+    res = levenberg_marquardt(prob, X0, theta0, lm_settings(settings))
+    assert res.converged, res.reason
+    values = dict(zip(names, res.theta * prob.scale, strict=True))
+    assert values["J_Azz"] == pytest.approx(truth["J_Azz"], rel=0.03)
+    assert values["J_Byy"] == pytest.approx(truth["J_Byy"], rel=0.03)
+    assert 0 < values["b1"] and 0 < values["b2"]
