@@ -2,11 +2,12 @@
 ``--jobs 1`` and ``--jobs 2``, side by side in one process, median of ``--runs`` runs each.
 
 Each run starts from an empty report folder (no reuse) and a warm JAX compilation cache (a
-first, unmeasured run fills it), so what is compared is the experiments' own work plus the
-Dask cluster's start-up, not one-off compilation.
+first, unmeasured run fills it; ``--no-warmup`` skips it when the cache is already warm), so
+what is compared is the experiments' own work plus the Dask cluster's start-up, not one-off
+compilation. Cross-validation between the copies is off: it is a separate, N² pass.
 
     python benchmarks/bench_process_jobs.py [--sample videos] [--experiment furuta]
-        [--copies 8] [--runs 3]
+        [--copies 8] [--runs 3] [--no-warmup]
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def copies_folder(sample: Path, experiment: str, copies: int, where: Path) -> Pa
 def run(folder: Path, jobs: int, where: Path) -> float:
     out = where / f"out-{jobs}-{time.time_ns()}"
     start = time.perf_counter()
-    process_folder(folder, out, ProcessOptions(jobs=jobs), Console(file=io.StringIO()))
+    options = ProcessOptions(jobs=jobs, cross_validate=False)
+    process_folder(folder, out, options, Console(file=io.StringIO()))
     wall = time.perf_counter() - start
     bad = [s["experiment"] for s in load_index(out) if s["status"] != "ok"]
     if bad:
@@ -65,11 +67,13 @@ def main() -> None:
     ap.add_argument("--experiment", default="furuta")
     ap.add_argument("--copies", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-warmup", action="store_true", help="the JAX cache is already warm")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         folder = copies_folder(args.sample, args.experiment, args.copies, where)
-        run(folder, 2, where)  # warm the compilation cache
+        if not args.no_warmup:
+            run(folder, 2, where)  # warm the compilation cache
         times: dict[int, list[float]] = {1: [], 2: []}
         for _ in range(args.runs):  # interleaved, so machine load hits both alike
             for jobs in (1, 2):

@@ -111,13 +111,19 @@ def process(
     force: Annotated[
         bool, typer.Option(help="Recompute experiments whose inputs are unchanged")
     ] = False,
+    cross_validate: Annotated[
+        bool,
+        typer.Option(help="Fit each model to the other experiments of its rig (N² state fits)"),
+    ] = True,
 ) -> None:
     """Discover, track, synchronize and identify every experiment; write reports + index."""
     from rigs.process import ProcessOptions, process_folder
 
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: give at least 1")
-    index = process_folder(folder, out, ProcessOptions(jobs, scheduler, force), console)
+    index = process_folder(
+        folder, out, ProcessOptions(jobs, scheduler, force, cross_validate), console
+    )
     console.print(f"[green]wrote[/green] {index}")
     print(index)
 

@@ -31,11 +31,13 @@ from rigs.pipeline import PROGRESS_TOPIC, cross_validate, run_experiment
 @dataclass(frozen=True)
 class ProcessOptions:
     """``jobs``: local worker processes; ``scheduler``: a Dask scheduler address (overrides
-    ``jobs``); ``force``: recompute even when inputs are unchanged."""
+    ``jobs``); ``force``: recompute even when inputs are unchanged; ``cross_validate``: fit
+    each model to the other experiments of its rig (N² state fits for N experiments)."""
 
     jobs: int = 1
     scheduler: str | None = None
     force: bool = False
+    cross_validate: bool = True
 
 
 def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Console) -> Path:
@@ -71,7 +73,8 @@ def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Co
             summaries[exp.name] = summary
             view.done(exp.name, summary)
             _write_index(out, experiments, summaries)
-        _cross_validate(client, experiments, summaries, console)
+        if options.cross_validate:
+            _cross_validate(client, experiments, summaries, console)
     index = _write_index(out, experiments, summaries)
     ok = sum(s["status"] == "ok" for s in summaries.values())
     console.print(
