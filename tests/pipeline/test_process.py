@@ -20,6 +20,8 @@ from rigs.spec import load_spec
 from vision.camera import action_camera
 
 PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
+# Tests of reuse and resumption leave out the cross-experiment pass (its own test below).
+NO_CV = ProcessOptions(jobs=1, cross_validate=False)
 
 
 def quiet() -> Console:
@@ -66,7 +68,7 @@ def test_good_and_bad_experiments_are_reported_side_by_side(tmp_path, capture, t
 
 def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendulum_folder):
     out = tmp_path / "reports"
-    process_folder(pendulum_folder, out, ProcessOptions(jobs=1), quiet())
+    process_folder(pendulum_folder, out, NO_CV, quiet())
     first = by_name(out)
     assert all(s["status"] == "ok" for s in first.values()), [
         s.get("error") for s in first.values()
@@ -74,7 +76,7 @@ def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendu
     data = bytearray((pendulum_folder / "b.bin").read_bytes())
     data[5000] ^= 0x01  # one flipped bit: a CRC failure, the frame is dropped (a new input)
     (pendulum_folder / "b.bin").write_bytes(bytes(data))
-    process_folder(pendulum_folder, out, ProcessOptions(jobs=1), quiet())
+    process_folder(pendulum_folder, out, NO_CV, quiet())
     second = by_name(out)
     assert second["a"].get("skipped") is True
     assert not second["b"].get("skipped")
@@ -83,7 +85,16 @@ def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendu
 
 def test_killed_run_resumes_without_redoing_finished_experiments(tmp_path, pendulum_folder):
     out = tmp_path / "reports"
-    cmd = [*PHYSID, "process", str(pendulum_folder), "--out", str(out), "--jobs", "1"]
+    cmd = [
+        *PHYSID,
+        "process",
+        str(pendulum_folder),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--no-cross-validate",
+    ]
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     try:
@@ -100,7 +111,7 @@ def test_killed_run_resumes_without_redoing_finished_experiments(tmp_path, pendu
     for folder in out.iterdir():
         if folder.is_dir() and not folder.name.startswith("."):
             assert (folder / "report.html").exists() and (folder / "summary.json").exists()
-    process_folder(pendulum_folder, out, ProcessOptions(jobs=1), quiet())
+    process_folder(pendulum_folder, out, NO_CV, quiet())
     again = by_name(out)
     assert again[done[0]].get("skipped") is True
     other = "b" if done[0] == "a" else "a"
