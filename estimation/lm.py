@@ -149,16 +149,11 @@ def _normal_jax(A, B, C, r, O, o, iA, iC, ir):
     F = F.at[1:].add(jnp.einsum("kmi,kmp->kip", B, C))
     F = F.at[0].add(iA.T @ iC)
     P = jnp.einsum("kmp,kmq->pq", C, C) + iC.T @ iC
-    gx = jnp.einsum("kmi,km->ki", O, o)
-    gx = gx.at[:-1].add(jnp.einsum("kmi,km->ki", A, r))
-    gx = gx.at[1:].add(jnp.einsum("kmi,km->ki", B, r))
-    gx = gx.at[0].add(iA.T @ ir)
-    gp = jnp.einsum("kmp,km->p", C, r) + iC.T @ ir
-    return D, U, F, P, gx, gp
+    return D, U, F, P, *_transpose_product(A, B, C, O, iA, iC, r, o, ir)
 
 
-@jax.jit
-def _gradient_jax(A, B, C, O, iA, iC, r, o, ir):
+def _transpose_product(A, B, C, O, iA, iC, r, o, ir):
+    """Jᵀ z of residual-shaped blocks z = (r dyn, o obs, ir init), as (gx[n, d], gp[p])."""
     gx = jnp.einsum("kmi,km->ki", O, o)
     gx = gx.at[:-1].add(jnp.einsum("kmi,km->ki", A, r))
     gx = gx.at[1:].add(jnp.einsum("kmi,km->ki", B, r))
@@ -166,10 +161,14 @@ def _gradient_jax(A, B, C, O, iA, iC, r, o, ir):
     return gx, jnp.einsum("kmp,km->p", C, r) + iC.T @ ir
 
 
-@jax.jit
-def _directional_jax(A, B, C, O, iA, iC, dx, dtheta):
+def _jacobian_product(A, B, C, O, iA, iC, dx, dtheta):
+    """J δ as residual-shaped blocks (dyn[n−1, md], obs[n, mo], init[m0])."""
     jd_dyn = jnp.einsum("kmi,ki->km", A, dx[:-1]) + jnp.einsum("kmi,ki->km", B, dx[1:]) + C @ dtheta
     return jd_dyn, jnp.einsum("kmi,ki->km", O, dx), iA @ dx[0] + iC @ dtheta
+
+
+_transpose_product_jax = jax.jit(_transpose_product)
+_jacobian_product_jax = jax.jit(_jacobian_product)
 
 
 def normal_equations(lin: Linearization) -> Normal:
@@ -325,9 +324,7 @@ def solve_damped(
 
 @jax.jit
 def _model_decrease_jax(A, B, C, r, O, o, iA, iC, ir, dx, dtheta):
-    jd_dyn = jnp.einsum("kmi,ki->km", A, dx[:-1]) + jnp.einsum("kmi,ki->km", B, dx[1:]) + C @ dtheta
-    jd_obs = jnp.einsum("kmi,ki->km", O, dx)
-    jd_init = iA @ dx[0] + iC @ dtheta
+    jd_dyn, jd_obs, jd_init = _jacobian_product(A, B, C, O, iA, iC, dx, dtheta)
     # ‖Δz‖² − ‖Δz + Jδ‖² = −Σ (2 Δz·Jδ + (Jδ)²), summed without forming either norm.
     return -(
         jnp.sum(2 * r * jd_dyn + jd_dyn**2)
@@ -475,11 +472,10 @@ def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, t=0.1):
     dx, dth = step
     r0 = problem.residuals(X, theta)
     r1 = problem.residuals(problem.retract(X, t * dx), np.clip(theta + t * dth, lo, hi))
-    jd = _directional_jax(lin.dyn_A, lin.dyn_B, lin.dyn_C, lin.obs_A, lin.init_A, lin.init_C,
-                          jnp.asarray(dx), jnp.asarray(dth))  # fmt: skip
+    blocks = (lin.dyn_A, lin.dyn_B, lin.dyn_C, lin.obs_A, lin.init_A, lin.init_C)
+    jd = _jacobian_product_jax(*blocks, jnp.asarray(dx), jnp.asarray(dth))
     rvv = [2.0 / t * ((b - a) / t - np.asarray(j)) for a, b, j in zip(r0, r1, jd, strict=True)]
-    gx, gp = _gradient_jax(lin.dyn_A, lin.dyn_B, lin.dyn_C, lin.obs_A, lin.init_A, lin.init_C,
-                           *(jnp.asarray(v) for v in rvv))  # fmt: skip
+    gx, gp = _transpose_product_jax(*blocks, *(jnp.asarray(v) for v in rvv))
     gx = np.asarray(gx) * sx
     # A parameter the velocity step put on its bound stays there (no round-off image of it).
     v = theta + dth
