@@ -52,6 +52,42 @@ def test_furuta_four_parameters_and_unexcited_gain():
     assert np.isinf(cov.std[4]) and 4 in np.flatnonzero(np.abs(cov.directions[:, 0]) > 0.9)
 
 
+def _identify_simulated(scenario, measure):
+    """Simulate ``scenario`` with the spec's [simulation] truth (h = 1e-4), log every 10th
+    sample through ``measure`` (angles → recorded angles), and identify the spec's
+    parameters from Table 1 initial values with the other values known (the simulation's),
+    at the spec's h and κ. Returns (LMResult, {name: value}, truth)."""
+    from rigs.identify_hinged import (
+        build_problem,
+        lm_settings,
+        method_settings,
+        reference_noise,
+        series_on_grid,
+    )
+    from rigs.sample import fixed_truth, simulate_hinged
+    from rigs.spec import with_overrides
+    from rigs.streams import Stream
+
+    base = load_spec("furuta")
+    t, _, angles, u, truth, rig0 = simulate_hinged(base, scenario)
+    spec = with_overrides(base, fixed_truth(base, rig0, truth))
+    rig = furuta.build(spec)
+    y = measure(angles[::10])
+    log = Stream(
+        t[::10], np.column_stack([y, u[::10]]), ("theta1", "theta2", "u"), ("rad", "rad", "V"),
+        np.zeros((len(y), 3), bool),
+    )  # fmt: skip
+    settings = method_settings(spec)
+    series = series_on_grid(log, rig.channels, settings["h"], "simulated")
+    names = list(spec.parameters)
+    prob, X0 = build_problem(
+        rig, spec, names, series, settings, None, None, reference_noise(spec, rig.channels)
+    )
+    theta0 = np.array([spec.parameters[k].initial for k in names]) / prob.scale
+    res = levenberg_marquardt(prob, X0, theta0, lm_settings(settings))
+    return res, dict(zip(names, res.theta * prob.scale, strict=True)), truth
+
+
 @pytest.mark.slow
 def test_driven_furuta_converges_to_the_four_parameters():
     """The sample's drive (3 V chirp, 3 s of it) simulated at h = 1e-4 with Table G.5 truth,
@@ -62,38 +98,14 @@ def test_driven_furuta_converges_to_the_four_parameters():
     the h = 1e-3 discretization (5–11 % measured), so 20 %."""
     from dataclasses import replace
 
-    from rigs.identify_hinged import (
-        build_problem,
-        lm_settings,
-        method_settings,
-        reference_noise,
-        series_on_grid,
-    )
-    from rigs.sample import FURUTA, fixed_truth, simulate_hinged
-    from rigs.spec import with_overrides
-    from rigs.streams import Stream
+    from rigs.sample import FURUTA
 
-    base = load_spec("furuta")
-    t, _, angles, u, truth, rig0 = simulate_hinged(base, replace(FURUTA, duration=3.0))
-    spec = with_overrides(base, fixed_truth(base, rig0, truth))
-    rig = furuta.build(spec)
     counts = 2 * np.pi / 4096
-    y = np.rint(angles[::10] / counts) * counts
-    log = Stream(
-        t[::10], np.column_stack([y, u[::10]]), ("theta1", "theta2", "u"), ("rad", "rad", "V"),
-        np.zeros((len(y), 3), bool),
-    )  # fmt: skip
-    settings = method_settings(spec)
-    series = series_on_grid(log, rig.channels, settings["h"], "chirp")
-    names = list(spec.parameters)
-    prob, X0 = build_problem(
-        rig, spec, names, series, settings, None, None, reference_noise(spec, rig.channels)
+    res, values, truth = _identify_simulated(
+        replace(FURUTA, duration=3.0), lambda a: np.rint(a / counts) * counts
     )
-    theta0 = np.array([spec.parameters[k].initial for k in names]) / prob.scale
-    res = levenberg_marquardt(prob, X0, theta0, lm_settings(settings))
     assert res.converged, res.reason
     assert res.iterations <= 40
-    values = dict(zip(names, res.theta * prob.scale, strict=True))
     for name, tol in (("J_Azz", 0.03), ("J_Byy", 0.03), ("b1", 0.2), ("b2", 0.2)):
         assert values[name] == pytest.approx(truth[name], rel=tol), name
 
@@ -106,37 +118,14 @@ def test_seed_experiment_4_7_release():
     3 % the issue asks (measured +1.5 % and −0.3 % at the spec's κ = 1e3). The dampers are
     shadow parameters of the coarser step (−21 %, −34 % measured): only their convergence
     is checked here, as at h = 1e-2 in the paper."""
-    from rigs.identify_hinged import (
-        build_problem,
-        lm_settings,
-        method_settings,
-        reference_noise,
-        series_on_grid,
-    )
-    from rigs.sample import EncoderScenario, fixed_truth, simulate_hinged
-    from rigs.spec import with_overrides
-    from rigs.streams import Stream
+    from rigs.sample import EncoderScenario
 
-    base = load_spec("furuta")
-    scenario = EncoderScenario(duration=10.0, angles0=(0.0, np.pi - 0.03))
-    t, _, angles, u, truth, rig0 = simulate_hinged(base, scenario)
-    spec = with_overrides(base, fixed_truth(base, rig0, truth))
-    rig = furuta.build(spec)
-    y = angles[::10] + np.random.default_rng(0).normal(0.0, 1e-3, angles[::10].shape)
-    log = Stream(
-        t[::10], np.column_stack([y, u[::10]]), ("theta1", "theta2", "u"), ("rad", "rad", "V"),
-        np.zeros((len(y), 3), bool),
-    )  # fmt: skip
-    settings = method_settings(spec)
-    series = series_on_grid(log, rig.channels, settings["h"], "release")
-    names = list(spec.parameters)
-    prob, X0 = build_problem(
-        rig, spec, names, series, settings, None, None, reference_noise(spec, rig.channels)
+    rng = np.random.default_rng(0)
+    res, values, truth = _identify_simulated(
+        EncoderScenario(duration=10.0, angles0=(0.0, np.pi - 0.03)),
+        lambda a: a + rng.normal(0.0, 1e-3, a.shape),
     )
-    theta0 = np.array([spec.parameters[k].initial for k in names]) / prob.scale
-    res = levenberg_marquardt(prob, X0, theta0, lm_settings(settings))
     assert res.converged, res.reason
-    values = dict(zip(names, res.theta * prob.scale, strict=True))
     assert values["J_Azz"] == pytest.approx(truth["J_Azz"], rel=0.03)
     assert values["J_Byy"] == pytest.approx(truth["J_Byy"], rel=0.03)
     assert 0 < values["b1"] and 0 < values["b2"]

@@ -121,12 +121,16 @@ class _Curve:
         return self._res(x, th)
 
 
-def test_lm_recovers_parameter_and_respects_box():
-    h, n = 0.01, 60
+def _curve_data(h: float = 0.01, n: int = 60, theta: float = 0.8) -> np.ndarray:
+    """Noise-free _Curve states x_{k+1} = x_k + θ x_k² h from x_0 = 1."""
     x = [1.0]
     for _ in range(n - 1):
-        x.append(x[-1] + 0.8 * x[-1] ** 2 * h)
-    y = np.array(x)
+        x.append(x[-1] + theta * x[-1] ** 2 * h)
+    return np.array(x)
+
+
+def test_lm_recovers_parameter_and_respects_box():
+    h, y = 0.01, _curve_data()
     free = levenberg_marquardt(_Curve(y, h, 0.0, 5.0), y * 0.0 + 1.0, np.array([0.1]))
     assert free.converged and free.theta[0] == pytest.approx(0.8, rel=1e-6)
     boxed = levenberg_marquardt(_Curve(y, h, 0.0, 0.5), y * 0.0 + 1.0, np.array([0.1]))
@@ -148,9 +152,10 @@ def test_geodesic_acceleration_equals_dense_second_order_correction():
     prob = _Curve(y, h, -10.0, 10.0)
     x, th = y + 0.05 * rng.normal(size=n), np.array([0.3])
     lin = prob.linearize(x, th)
-    damped = factor_damped(normal_equations(lin), 1e-3)
+    ne = normal_equations(lin)
+    damped = factor_damped(ne, 1e-3)
     inf = np.full(1, np.inf)
-    dx, dth = solve_factored(damped, normal_equations(lin).gx, normal_equations(lin).gp, -inf, inf)
+    dx, dth = solve_factored(damped, ne.gx, ne.gp, -inf, inf)
     t = 0.1
     ax, ath = _acceleration(prob, x, th, lin, damped, (dx, dth), np.ones(1), -inf, inf, t=t)
     J, _ = _dense(lin)
@@ -163,11 +168,7 @@ def test_geodesic_acceleration_equals_dense_second_order_correction():
 
 def test_geodesic_and_plain_lm_reach_the_same_minimum():
     """The acceleration changes the path, not the answer: both stop at θ = 0.8 (1e-6)."""
-    h, n = 0.01, 60
-    x = [1.0]
-    for _ in range(n - 1):
-        x.append(x[-1] + 0.8 * x[-1] ** 2 * h)
-    y = np.array(x)
+    h, y = 0.01, _curve_data()
     for ratio in (None, 0.75):
         res = levenberg_marquardt(
             _Curve(y, h, 0.0, 5.0), y * 0.0 + 1.0, np.array([0.1]), LMSettings(geodesic_ratio=ratio)
