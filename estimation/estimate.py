@@ -16,12 +16,16 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ParameterEstimate:
-    """One identified parameter in SI units (``unit`` is the SI unit it is expressed in)."""
+    """One identified parameter in SI units (``unit`` is the SI unit it is expressed in).
+
+    ``at_bound`` is "lower" or "upper" when the estimator left it on that bound of its box
+    (the data push it further: not a measurement, so it is never identifiable)."""
 
     value: float
     std: float
     unit: str
     identifiable: bool
+    at_bound: str | None = None
 
 
 @dataclass(frozen=True)

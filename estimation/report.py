@@ -168,7 +168,7 @@ def parameter_rows(summary: dict) -> list[list[str]]:
         flag = (
             '<span class="ok">yes</span>'
             if p["identifiable"]
-            else '<span class="bad">not identifiable</span>'
+            else f'<span class="bad">{_not_identified(p)}</span>'
         )
         true = truth.get(name)
         z = (value - true) / std if true is not None and std else None
@@ -348,6 +348,11 @@ def cross_validation_table(group: list[dict]) -> str:
     return caption + table(["model tuned on ↓, states of →", *map(esc, cols)], body)
 
 
+def _not_identified(p: dict) -> str:
+    bound = p.get("at_bound")
+    return f"not identifiable: at its {bound} bound" if bound else "not identifiable"
+
+
 FAR = 3.0  # a value more than FAR of its own std from the truth is flagged
 
 
@@ -356,7 +361,7 @@ def _value_cell(p: dict | None, truth: float | None) -> str:
         return "—"
     text = f"{fmt(p['value'])} ± {fmt(p['std'], 2)}"
     if not p["identifiable"]:
-        text = f'<span class="bad">{text} (not identifiable)</span>'
+        text = f'<span class="bad">{text} ({_not_identified(p)})</span>'
     if truth is not None:
         z = (p["value"] - truth) / p["std"] if p["std"] else None
         if z is not None and abs(z) > FAR:

@@ -13,6 +13,13 @@ T is formed block by block: (J_xᵀJ_x)⁻¹ J_xᵀJ_θ is the banded arrow solv
 with p right-hand sides (slightly regularized, as the paper does), so this is O(n) as well.
 Directions in which TᵀT is numerically singular are not excited by the data: their variance is
 infinite and the parameters that make them up are flagged.
+
+A parameter the LM left on a bound of its box is not a measurement: the cost still falls
+beyond the bound, so the linearization describes the box, not the data (Table 4 of the paper
+prints such parameters as "0 (200.0)"). It is flagged, its std is infinite, and the others'
+covariance is the one conditional on it (its column of T is dropped) — on the driven Furuta,
+J_Axx and J_Ayy end at their lower bound because a massless wobble of the arm absorbs the
+discretization error, with a linearized std of 3e-8 that would have called them identified.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class Covariance:
     singular_values: np.ndarray
     directions: np.ndarray  # columns: relative-unit directions, largest variance first
     unexcited: list[int]  # indices (into directions) of directions the data do not excite
+    at_bound: np.ndarray  # per parameter: "lower", "upper" or "" (inside the box)
 
 
 def _sample_cov(r: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
@@ -53,8 +61,20 @@ def _sample_cov(r: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
     return (r.T @ r) / np.maximum(count - 1.0, 1.0)
 
 
-def parameter_covariance(lin: Linearization, scale: np.ndarray, values: np.ndarray) -> Covariance:
-    """Λ_χχ of χ = scale·θ at the linearization ``lin`` (Jacobians w.r.t. θ), and flags."""
+def bound_flags(values, lower, upper) -> np.ndarray:
+    """ "lower", "upper" or "" per parameter: which bound of its box it sits on (SI values)."""
+    values, lower, upper = (np.asarray(a, float) for a in (values, lower, upper))
+    tol = 1e-9 * np.maximum(np.abs(values), 1e-300)
+    return np.where(values <= lower + tol, "lower", np.where(values >= upper - tol, "upper", ""))
+
+
+def parameter_covariance(
+    lin: Linearization, scale: np.ndarray, values: np.ndarray, at_bound=None
+) -> Covariance:
+    """Λ_χχ of χ = scale·θ at the linearization ``lin`` (Jacobians w.r.t. θ), and flags.
+
+    ``at_bound`` (from :func:`bound_flags`, optional) marks parameters held on a bound of
+    their box: they get infinite std, are not identifiable, and the rest is conditional."""
     ne = normal_equations(lin)
     lin = Linearization(*(None if a is None else np.asarray(a) for a in lin))
     n, d, p = ne.F.shape
@@ -74,18 +94,23 @@ def parameter_covariance(lin: Linearization, scale: np.ndarray, values: np.ndarr
     TCT = np.einsum("kmp,mn,knq->pq", t_dyn, C_dyn, t_dyn)
     TCT += np.einsum("kmp,mn,knq->pq", t_obs, C_obs, t_obs)
     TCT += t_init.T @ C_dyn @ t_init
-    # Pseudo-inverse of TᵀT: unexcited directions get infinite variance, not a huge number.
-    w, V = np.linalg.eigh(0.5 * (TT + TT.T))
-    ok = w > RCOND * max(float(w.max()), 1e-300)
+    bound = np.full(p, "") if at_bound is None else np.asarray(at_bound, str)
+    held = bound != ""
+    # Pseudo-inverse of TᵀT over the parameters inside their box (conditional on the held
+    # ones): unexcited directions get infinite variance, not a huge number.
+    w, V_free = np.linalg.eigh(0.5 * (TT + TT.T)[np.ix_(~held, ~held)])
+    V = np.zeros((p, len(w)))
+    V[~held] = V_free
+    ok = w > RCOND * max(float(w.max(initial=0.0)), 1e-300)
     inv = (V[:, ok] / w[ok]) @ V[:, ok].T
     cov_theta = inv @ TCT @ inv
-    null = V[:, ~ok]
+    null = np.concatenate([V[:, ~ok], np.eye(p)[:, held]], axis=1)
     cov = cov_theta * np.outer(scale, scale)
     var = np.diag(cov).copy()
     mag = np.maximum(np.abs(values), np.abs(scale))
-    # Parameters taking part in an unexcited direction have unbounded variance.
+    # Parameters taking part in an unexcited direction, or held, have unbounded variance.
     in_null = np.any(np.abs(null) > 0.1, axis=1) if null.size else np.zeros(p, bool)
-    var[in_null] = np.inf
+    var[in_null | held] = np.inf
     std = np.sqrt(np.maximum(var, 0.0))
     # SVD of the relative covariance; unexcited directions are reported with infinite variance.
     rel = cov / np.outer(mag, mag)
@@ -94,5 +119,5 @@ def parameter_covariance(lin: Linearization, scale: np.ndarray, values: np.ndarr
         U = np.concatenate([null, U[:, : p - null.shape[1]]], axis=1)
         s = np.concatenate([np.full(null.shape[1], np.inf), s[: p - null.shape[1]]])
     unexcited = [i for i in range(p) if not np.isfinite(s[i]) or np.sqrt(s[i]) > REL_STD_LIMIT]
-    identifiable = np.isfinite(std) & (std <= REL_STD_LIMIT * mag)
-    return Covariance(cov, std, identifiable, s, U, unexcited)
+    identifiable = np.isfinite(std) & (std <= REL_STD_LIMIT * mag) & ~held
+    return Covariance(cov, std, identifiable, s, U, unexcited, bound)

@@ -21,7 +21,7 @@ from estimation.hinged_problem import HingedProblem
 from estimation.initialize import initial_states, resample, smooth_angles
 from estimation.lm import LMSettings, levenberg_marquardt
 from estimation.markers import MarkerObservations
-from estimation.uncertainty import parameter_covariance
+from estimation.uncertainty import bound_flags, parameter_covariance
 from rigs.errors import InputError
 from rigs.spec import RigSpec
 
@@ -231,7 +231,9 @@ def identify_series(
     res = levenberg_marquardt(problem, X0, theta0, lm, on_iteration)
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
-    cov = parameter_covariance(res.lin, problem.scale, values)
+    ps = spec.parameters
+    bounds = bound_flags(values, [ps[k].lower for k in names], [ps[k].upper for k in names])
+    cov = parameter_covariance(res.lin, problem.scale, values, bounds)
     fits = [_fit(problem, res.X, series_list[0], res.cost)]
 
     cv_costs = []
@@ -248,7 +250,11 @@ def identify_series(
         solver="levenberg-marquardt (joint states+parameters, banded arrow solve)",
         parameters={
             k: ParameterEstimate(
-                float(values[i]), float(cov.std[i]), units[k], bool(cov.identifiable[i])
+                float(values[i]),
+                float(cov.std[i]),
+                units[k],
+                bool(cov.identifiable[i]),
+                str(bounds[i]) or None,
             )
             for i, k in enumerate(names)
         },

@@ -57,7 +57,8 @@ def test_pendulum_parameters_recovered(identified):
 def test_pendulum_estimate_file(identified):
     est, out = identified
     doc = json.loads((out / "estimate.json").read_text())
-    assert set(doc["parameters"]["J"]) == {"value", "std", "unit", "identifiable"}
+    assert set(doc["parameters"]["J"]) == {"value", "std", "unit", "identifiable", "at_bound"}
+    assert doc["parameters"]["J"]["at_bound"] is None
     assert doc["parameters"]["J"]["unit"] == "kg m^2"
     assert doc["settings"]["h"] == 1e-3 and doc["settings"]["kappa"] == 100.0
     assert doc["history"][0] > doc["history"][-1] == pytest.approx(doc["cost"])

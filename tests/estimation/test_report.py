@@ -38,3 +38,11 @@ def test_parameter_rows_show_truth_and_unidentifiable_flag():
     (name, value, std, rel, unit, flag, truth, z) = rows[0]
     assert (name, unit, truth, z) == ("J", "kg m^2", "1", "2")
     assert "not identifiable" in flag and rel == "25 %"
+
+
+def test_a_parameter_on_its_bound_says_so():
+    s = summary("x", 1e-5, None, 1e-4, identifiable=False)
+    s["parameters"]["J"]["at_bound"] = "lower"
+    (_, _, std, rel, _, flag, _, z) = parameter_rows(s)[0]
+    assert "at its lower bound" in flag and std == rel == z == "—"
+    assert "not identifiable: at its lower bound" in index_page([s])

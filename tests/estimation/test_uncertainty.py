@@ -1,0 +1,80 @@
+"""Linearized parameter covariance (3.26–3.32) against a dense reference built from the full
+Jacobian, and the handling of a parameter held on a bound of its box."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from estimation.lm import Linearization
+from estimation.uncertainty import bound_flags, parameter_covariance
+
+N, D, P, MD, MO = 12, 2, 3, 2, 1  # steps, state dims, parameters, dynamics and obs rows
+
+
+def _random_linearization(seed: int = 0) -> Linearization:
+    rng = np.random.default_rng(seed)
+    return Linearization(
+        dyn_r=rng.normal(size=(N - 1, MD)),
+        dyn_A=rng.normal(size=(N - 1, MD, D)),
+        dyn_B=rng.normal(size=(N - 1, MD, D)),
+        dyn_C=rng.normal(size=(N - 1, MD, P)),
+        obs_r=rng.normal(size=(N, MO)),
+        obs_A=rng.normal(size=(N, MO, D)),
+        init_r=rng.normal(size=MD),
+        init_A=rng.normal(size=(MD, D)),
+        init_C=rng.normal(size=(MD, P)),
+    )
+
+
+def _dense_covariance(lin: Linearization, keep: list[int]) -> np.ndarray:
+    """(TᵀT)⁻¹ TᵀĈT (TᵀT)⁻¹ with T = (I − J_x J_x⁺) J_θ from the dense Jacobian, over the
+    parameters ``keep`` (the others held); Ĉ block-diagonal from the residual samples."""
+    rows_x, rows_p, blocks = [], [], []
+    for k in range(N - 1):
+        jx = np.zeros((MD, N * D))
+        jx[:, k * D : (k + 1) * D], jx[:, (k + 1) * D : (k + 2) * D] = lin.dyn_A[k], lin.dyn_B[k]
+        rows_x.append(jx), rows_p.append(lin.dyn_C[k]), blocks.append("dyn")
+    for k in range(N):
+        jx = np.zeros((MO, N * D))
+        jx[:, k * D : (k + 1) * D] = lin.obs_A[k]
+        rows_x.append(jx), rows_p.append(np.zeros((MO, P))), blocks.append("obs")
+    jx = np.zeros((MD, N * D))
+    jx[:, :D] = lin.init_A
+    rows_x.append(jx), rows_p.append(lin.init_C), blocks.append("dyn")
+    Jx, Jp = np.vstack(rows_x), np.vstack(rows_p)[:, keep]
+    T = Jp - Jx @ np.linalg.lstsq(Jx, Jp, rcond=None)[0]
+    c_dyn = lin.dyn_r.T @ lin.dyn_r / (N - 2)
+    c_obs = lin.obs_r.T @ lin.obs_r / (N - 1)
+    C = np.zeros((len(Jx), len(Jx)))
+    at = 0
+    for kind in blocks:
+        m = MD if kind == "dyn" else MO
+        C[at : at + m, at : at + m] = c_dyn if kind == "dyn" else c_obs
+        at += m
+    inv = np.linalg.inv(T.T @ T)
+    return inv @ T.T @ C @ T @ inv
+
+
+def test_covariance_equals_dense_reference():
+    lin = _random_linearization()
+    cov = parameter_covariance(lin, np.ones(P), np.ones(P))
+    # The banded solve is regularized by 1e-12 of the largest diagonal: agreement to 1e-8.
+    np.testing.assert_allclose(cov.cov, _dense_covariance(lin, [0, 1, 2]), rtol=1e-8)
+    assert np.all(cov.at_bound == "")
+
+
+def test_parameter_on_its_bound_is_held_and_flagged():
+    lin = _random_linearization(1)
+    values, lower, upper = np.array([1.0, 0.5, 2.0]), np.zeros(3), np.array([3.0, 0.5, 3.0])
+    flags = bound_flags(values, lower, upper)
+    assert list(flags) == ["", "upper", ""]
+    cov = parameter_covariance(lin, np.ones(P), values, flags)
+    # The others' covariance is the one conditional on the held parameter …
+    np.testing.assert_allclose(
+        cov.cov[np.ix_([0, 2], [0, 2])], _dense_covariance(lin, [0, 2]), rtol=1e-8
+    )
+    # … and the held one is not a measurement, whatever its linearized sensitivity.
+    assert np.isinf(cov.std[1]) and not cov.identifiable[1]
+    assert np.all(np.isfinite(cov.std[[0, 2]]))
+    assert any(abs(cov.directions[1, i]) == pytest.approx(1.0) for i in cov.unexcited)
