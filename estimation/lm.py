@@ -83,6 +83,7 @@ class LMSettings:
     eps_f: float = 1e-6  # relative cost decrease (an addition to Algorithm 1: stops the
     # tail of iterations that only move states by round-off once the parameters have settled)
     alpha_max: float = 2.0**32
+    alpha_shrink: float = 1.0 / 3.0  # smallest factor α is multiplied by after a good step
     # Change of coordinates θ = s ⊙ φ fixed at the start so that every parameter's diagonal
     # of JᵀWJ equals the largest one: the single damping αI of Algorithm 1 then does not
     # freeze parameters whose residual sensitivity is orders below the stiff constraint rows.
@@ -448,7 +449,7 @@ def levenberg_marquardt(
             progress(it, cost, alpha, theta * sc)
         lin = problem.linearize(X, theta)
         ne = _scale_normal(normal_equations(lin), sx)
-        alpha *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+        alpha *= max(settings.alpha_shrink, 1.0 - (2.0 * rho - 1.0) ** 3)
         if grad_norm <= settings.eps_g:
             reason, converged = "gradient below eps_g", True
             break

@@ -37,6 +37,7 @@ def method_settings(spec: RigSpec) -> dict:
         "eps_f": spec.method_value("eps_f", "1", LMSettings.eps_f),
         "lm_tau": spec.method_value("lm_tau", "1", LMSettings.tau),
         "eps_fric": spec.method_value("eps_fric", "rad/N m s", EPS_FRIC),
+        "alpha_shrink": spec.method_value("alpha_shrink", "1", LMSettings.alpha_shrink),
     }
 
 
@@ -188,6 +189,7 @@ def lm_settings(settings: dict) -> LMSettings:
         max_iter=settings["max_iter"],
         tau=settings["lm_tau"],
         eps_f=settings["eps_f"],
+        alpha_shrink=settings["alpha_shrink"],
     )
 
 
