@@ -50,6 +50,8 @@ class EncoderScenario:
     angles0: tuple[float, ...]  # rad
     drive_amplitude: float = 0.0  # V
     drive_hz: tuple[float, float] = (1.0, 1.0)  # chirp start and end frequency (Hz)
+    drive_shape: str = "cosine"  # "cosine", or "square": bang-bang pulses of the same phase
+    control_rate: float | None = None  # Hz: zero-order hold and 1 mV steps, as a controller
     rate: float = 1000.0  # encoder frames per second
     board_t0: float = 0.0  # board clock (s since power-up) at the first sample
     seed: int = 0
@@ -77,6 +79,17 @@ FURUTA = EncoderScenario(
     video_duration=5.0,
 )
 PENDULUM = EncoderScenario(duration=6.0, angles0=(3.0,), board_t0=7.5, seed=5)
+# Swing-up from hanging at rest, as a controller drives it: 3 V pulses at the pendulum's
+# small-swing frequency (1.13 Hz), written at 100 Hz in 1 mV steps; the pendulum goes over
+# the top after ~2 s. Used for the 13-parameter identification (Section 4.6).
+SWING_UP = EncoderScenario(
+    duration=2.0,
+    angles0=(0.0, 0.0),
+    drive_amplitude=3.0,
+    drive_hz=(1.13, 1.13),
+    drive_shape="square",
+    control_rate=100.0,
+)
 
 
 def write_samples(folder: str | Path, console) -> dict[str, Path]:
@@ -98,22 +111,35 @@ def write_samples(folder: str | Path, console) -> dict[str, Path]:
 
 
 def drive_voltage(t: np.ndarray, scenario: EncoderScenario) -> np.ndarray:
-    """Chirp voltage (V) sweeping linearly from ``drive_hz[0]`` to ``drive_hz[1]``."""
+    """Drive voltage (V): a chirp sweeping linearly from ``drive_hz[0]`` to ``drive_hz[1]``,
+    as a cosine or as square pulses of the same phase; with ``control_rate`` it is what a
+    digital controller writes: held between control ticks and rounded to 1 mV."""
     if scenario.drive_amplitude == 0:
         return np.zeros_like(t)
+    if scenario.drive_shape not in ("cosine", "square"):
+        raise ValueError(f"drive_shape {scenario.drive_shape!r}: expected cosine or square")
+    if scenario.control_rate is not None:
+        t = np.floor(t * scenario.control_rate + 1e-9) / scenario.control_rate
     f0, f1 = scenario.drive_hz
     phase = 2 * np.pi * (f0 * t + 0.5 * (f1 - f0) * t**2 / scenario.duration)
-    return scenario.drive_amplitude * np.cos(phase)
+    wave = np.cos(phase) if scenario.drive_shape == "cosine" else np.sign(np.cos(phase))
+    u = scenario.drive_amplitude * wave
+    return u if scenario.control_rate is None else np.round(u * 1000) / 1000
 
 
-def simulate_hinged(spec: RigSpec, scenario: EncoderScenario):
-    """Fine-step SPOOK rollout of the spec's truth: (t_fine, q, angles, u, truth, rig)."""
+def simulate_hinged(spec: RigSpec, scenario: EncoderScenario, overrides: dict | None = None):
+    """Fine-step SPOOK rollout of the spec's [simulation] truth, with ``overrides`` (SI
+    values by name) replacing some of it: (t_fine, q, angles, u, truth, rig)."""
     from rigs.hinged import run_simulation, simulation_table, truth_values
     from rigs.kinds import kind_module
 
     rig = kind_module(spec).build(spec)
     h = spec.section_value("simulation", "h", "s")
     truth = truth_values(spec, rig.values, simulation_table(spec))
+    for name, value in (overrides or {}).items():
+        if name not in truth:
+            raise ValueError(f"{spec.name}: no value {name!r} to override")
+        truth[name] = float(value)
     n = int(round(scenario.duration / h))
     t = np.arange(n) * h
     u = drive_voltage(t, scenario)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +283,22 @@ def with_overrides(spec: RigSpec, overrides: dict[str, str]) -> RigSpec:
         spec.sensors,
         spec.sections,
     )
+
+
+def with_parameters(spec: RigSpec, free: dict[str, tuple[float, float, float]]) -> RigSpec:
+    """A copy of ``spec`` that also identifies the fixed values named in ``free``, each given
+    as (initial, lower, upper) in the unit the spec writes it in; already-free parameters may
+    be given to change their start and box."""
+    fixed = dict(spec.fixed)
+    parameters = dict(spec.parameters)
+    for name, (initial, lower, upper) in free.items():
+        if name in fixed:
+            unit = fixed.pop(name).unit
+        elif name in parameters:
+            unit = parameters[name].unit
+        else:
+            known = ", ".join(sorted([*spec.fixed, *spec.parameters]))
+            raise spec.error(f"parameters.{name}", f"no such value in the spec; known: {known}")
+        entry = {"initial": initial, "lower": lower, "upper": upper, "unit": unit}
+        parameters[name] = _parameter(spec, name, entry)
+    return replace(spec, fixed=fixed, parameters=parameters)

@@ -53,39 +53,14 @@ def test_furuta_four_parameters_and_unexcited_gain():
 
 
 def _identify_simulated(scenario, measure):
-    """Simulate ``scenario`` with the spec's [simulation] truth (h = 1e-4), log every 10th
-    sample through ``measure`` (angles → recorded angles), and identify the spec's
-    parameters from Table 1 initial values with the other values known (the simulation's),
-    at the spec's h and κ. Returns (LMResult, {name: value}, truth)."""
-    from rigs.identify_hinged import (
-        build_problem,
-        lm_settings,
-        method_settings,
-        reference_noise,
-        series_on_grid,
-    )
-    from rigs.sample import fixed_truth, simulate_hinged
-    from rigs.spec import with_overrides
-    from rigs.streams import Stream
+    """Simulate ``scenario`` with the spec's [simulation] truth (h = 1e-4), log it at 1 kHz
+    through ``measure`` and identify the spec's parameters from Table 1 initial values with
+    the other values known, at the spec's h and κ. Returns (LMResult, {name: value}, truth)."""
+    from rigs.synthetic import identify_recording, record
 
-    base = load_spec("furuta")
-    t, _, angles, u, truth, rig0 = simulate_hinged(base, scenario)
-    spec = with_overrides(base, fixed_truth(base, rig0, truth))
-    rig = furuta.build(spec)
-    y = measure(angles[::10])
-    log = Stream(
-        t[::10], np.column_stack([y, u[::10]]), ("theta1", "theta2", "u"), ("rad", "rad", "V"),
-        np.zeros((len(y), 3), bool),
-    )  # fmt: skip
-    settings = method_settings(spec)
-    series = series_on_grid(log, rig.channels, settings["h"], "simulated")
-    names = list(spec.parameters)
-    prob, X0 = build_problem(
-        rig, spec, names, series, settings, None, None, reference_noise(spec, rig.channels)
-    )
-    theta0 = np.array([spec.parameters[k].initial for k in names]) / prob.scale
-    res = levenberg_marquardt(prob, X0, theta0, lm_settings(settings))
-    return res, dict(zip(names, res.theta * prob.scale, strict=True)), truth
+    rec = record(load_spec("furuta"), scenario, measure)
+    res, values, _ = identify_recording(rec.spec, rec.log)
+    return res, values, rec.truth
 
 
 @pytest.mark.slow
@@ -99,11 +74,9 @@ def test_driven_furuta_converges_to_the_four_parameters():
     from dataclasses import replace
 
     from rigs.sample import FURUTA
+    from rigs.synthetic import quantizer
 
-    counts = 2 * np.pi / 4096
-    res, values, truth = _identify_simulated(
-        replace(FURUTA, duration=3.0), lambda a: np.rint(a / counts) * counts
-    )
+    res, values, truth = _identify_simulated(replace(FURUTA, duration=3.0), quantizer(4096))
     assert res.converged, res.reason
     assert res.iterations <= 40
     for name, tol in (("J_Azz", 0.03), ("J_Byy", 0.03), ("b1", 0.2), ("b2", 0.2)):
