@@ -84,12 +84,23 @@ def identify(
     rig: Annotated[str, typer.Argument(help="Rig spec TOML, or a built-in rig name")],
     data: Annotated[list[Path], typer.Argument(help="Encoder logs (.csv, .bin) or pose CSVs")],
     out: Annotated[Path, typer.Option(help="Output folder for estimate.json and plots")],
+    model_error: Annotated[
+        bool,
+        typer.Option(
+            help="Encoder rigs: refit at half the time step and add the discretization error "
+            "to each std (about doubles the run time; same as \\[method] model_error = true)"
+        ),
+    ] = False,
 ) -> None:
     """Identify the rig's parameters from recorded data and write estimate.json."""
+    from dataclasses import replace
+
     from rigs.kinds import kind_module
     from rigs.spec import load_spec
 
     spec = load_spec(rig)
+    if model_error:
+        spec = replace(spec, method={**spec.method, "model_error": True})
     for path in data:
         if not path.exists():
             raise UserError(f"{path}: no such file")
