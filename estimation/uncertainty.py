@@ -17,7 +17,7 @@ infinite and the parameters that make them up are flagged.
 A parameter the LM left on a bound of its box is not a measurement: the cost still falls
 beyond the bound, so the linearization describes the box, not the data (Table 4 of the paper
 prints such parameters as "0 (200.0)"). It is flagged, its std is infinite, and the others'
-covariance is the one conditional on it (its column of T is dropped) — on the driven Furuta,
+covariance is the one conditional on it (its column of T is dropped) — on the Furuta swing-up,
 J_Axx and J_Ayy end at their lower bound because a massless wobble of the arm absorbs the
 discretization error, with a linearized std of 3e-8 that would have called them identified.
 """
