@@ -79,6 +79,10 @@ def record(
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     console.print(f"recording {port} at {baud} baud to {out} (Ctrl-C to stop)")
     old_term = signal.signal(signal.SIGTERM, _terminate)
+    # A recorder started in the background of a non-interactive shell (`physid record … &`
+    # in a script, CI) inherits SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt: `kill -INT` would not stop it. Ctrl-C must always end a recording.
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     decoder = StreamDecoder()
     received = 0
     start = time.monotonic()
@@ -130,6 +134,7 @@ def record(
         interrupted = True
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
         try:
             os.fsync(fd)
         finally:

@@ -23,9 +23,10 @@ from rigs.encoders.decode import Frames, StreamDecoder, decode_capture
 PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
 
 
-def _start_recorder(port: str, out: Path, *extra: str) -> subprocess.Popen:
+def _start_recorder(port: str, out: Path, *extra: str, preexec=None) -> subprocess.Popen:
     proc = subprocess.Popen(
         [*PHYSID, "record", "--port", port, "--out", str(out), *extra],
+        preexec_fn=preexec,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -64,6 +65,24 @@ def test_record_5s_at_1khz_loses_nothing(tmp_path: Path) -> None:
     log = read_log_csv(csv_path)
     assert len(log) == 5000 and not log.missing.any()
     np.testing.assert_allclose(log.values[:, 0], 2 * np.pi * traj.counts[:, 0] / 4096, atol=1e-12)
+
+
+def test_ctrl_c_stops_a_recorder_started_in_the_background(tmp_path: Path) -> None:
+    """A non-interactive shell starts `physid record … &` with SIGINT ignored; `kill -INT`
+    must still end the recording cleanly (this hung a CI run started in the background)."""
+    traj = synthetic_trajectory(0.5, 1000.0, 2, seed=13)
+    frames = encode_trajectory(traj)
+    out = tmp_path / "bg.bin"
+    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    with BoardSimulator(frames.tobytes(), frames.shape[1], rate=1000.0) as sim:
+        proc = _start_recorder(sim.port, out, preexec=ignore)
+        sim.start()
+        assert sim.wait(30)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped by user" in err and "frames 500" in err
 
 
 def test_killed_recorder_leaves_a_parseable_prefix(tmp_path: Path) -> None:
