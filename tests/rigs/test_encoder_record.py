@@ -23,10 +23,9 @@ from rigs.encoders.decode import Frames, StreamDecoder, decode_capture
 PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
 
 
-def _start_recorder(port: str, out: Path, *extra: str, preexec=None) -> subprocess.Popen:
+def _start_recorder(port: str, out: Path, *extra: str, physid=PHYSID) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [*PHYSID, "record", "--port", port, "--out", str(out), *extra],
-        preexec_fn=preexec,
+        [*physid, "record", "--port", port, "--out", str(out), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,9 +72,11 @@ def test_ctrl_c_stops_a_recorder_started_in_the_background(tmp_path: Path) -> No
     traj = synthetic_trajectory(0.5, 1000.0, 2, seed=13)
     frames = encode_trajectory(traj)
     out = tmp_path / "bg.bin"
-    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    # The state a background child inherits (not preexec_fn: forking this JAX process is unsafe).
+    ignoring = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
+                "signal.SIG_IGN); from rigs.cli import main; main()"]  # fmt: skip
     with BoardSimulator(frames.tobytes(), frames.shape[1], rate=1000.0) as sim:
-        proc = _start_recorder(sim.port, out, preexec=ignore)
+        proc = _start_recorder(sim.port, out, physid=ignoring)
         sim.start()
         assert sim.wait(30)
         time.sleep(0.3)
