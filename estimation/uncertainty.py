@@ -119,5 +119,11 @@ def parameter_covariance(
         U = np.concatenate([null, U[:, : p - null.shape[1]]], axis=1)
         s = np.concatenate([np.full(null.shape[1], np.inf), s[: p - null.shape[1]]])
     unexcited = [i for i in range(p) if not np.isfinite(s[i]) or np.sqrt(s[i]) > REL_STD_LIMIT]
-    identifiable = np.isfinite(std) & (std <= REL_STD_LIMIT * mag) & ~held
-    return Covariance(cov, std, identifiable, s, U, unexcited, bound)
+    return Covariance(cov, std, identifiable(std, values, scale, held), s, U, unexcited, bound)
+
+
+def identifiable(std, values, scale, held) -> np.ndarray:
+    """Per parameter: a finite std at most REL_STD_LIMIT of max(|value|, |scale|), and not
+    held on a bound of its box."""
+    mag = np.maximum(np.abs(values), np.abs(scale))
+    return np.isfinite(std) & (std <= REL_STD_LIMIT * mag) & ~np.asarray(held, bool)

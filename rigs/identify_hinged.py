@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import jax
@@ -21,7 +22,7 @@ from estimation.hinged_problem import HingedProblem
 from estimation.initialize import initial_states, resample, smooth_angles
 from estimation.lm import LMSettings, levenberg_marquardt
 from estimation.markers import MarkerObservations
-from estimation.uncertainty import REL_STD_LIMIT, bound_flags, parameter_covariance
+from estimation.uncertainty import Covariance, bound_flags, identifiable, parameter_covariance
 from rigs.errors import InputError
 from rigs.spec import RigSpec
 
@@ -145,8 +146,6 @@ def build_problem(
 
 
 def _with_values(rig, values: dict):
-    from dataclasses import replace
-
     merged = dict(rig.values)
     merged.update(values)
     return replace(rig, values=merged)
@@ -241,18 +240,15 @@ def identify_series(
     res = levenberg_marquardt(problem, X0, theta0, lm, on_iteration)
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
-    ps = spec.parameters
-    bounds = bound_flags(values, [ps[k].lower for k in names], [ps[k].upper for k in names])
-    cov = parameter_covariance(res.lin, problem.scale, values, bounds)
+    cov = fitted_covariance(problem, res)
     fits = [_fit(problem, res.X, series_list[0], res.cost)]
-    std, identifiable, extra = cov.std, cov.identifiable, {}
+    std, identified, extra = cov.std, cov.identifiable, {}
     if settings["model_error"] and names:
         half = refit_at_half_step(spec, rig, problem, res, series_list[0], marks[0])
         error = 2.0 * np.abs(values - half)  # first order in h: error(h) ≈ 2 (χ_h − χ_{h/2})
         say(f"  model error (refit at h/2): {_show(names, error)}")
         std = np.sqrt(cov.std**2 + error**2)
-        mag = np.maximum(np.abs(values), np.abs(problem.scale))
-        identifiable = identifiable & (std <= REL_STD_LIMIT * mag)
+        identified = identifiable(std, values, problem.scale, cov.at_bound != "")
         extra = {
             "values_at_half_step": dict(zip(names, half.tolist(), strict=True)),
             "discretization_error": dict(zip(names, error.tolist(), strict=True)),
@@ -276,8 +272,8 @@ def identify_series(
                 float(values[i]),
                 float(std[i]),
                 units[k],
-                bool(identifiable[i]),
-                str(bounds[i]) or None,
+                bool(identified[i]),
+                str(cov.at_bound[i]) or None,
             )
             for i, k in enumerate(names)
         },
@@ -305,6 +301,13 @@ def identify_series(
     return estimate, fits
 
 
+def fitted_covariance(problem: HingedProblem, result) -> Covariance:
+    """(3.31) at the LM solution of ``problem``; parameters the LM left on a bound of the
+    problem's box are held (``estimation.uncertainty``)."""
+    bounds = bound_flags(result.theta, problem.lower, problem.upper)
+    return parameter_covariance(result.lin, problem.scale, result.theta * problem.scale, bounds)
+
+
 def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, markers=None):
     """χ identified again at h/2 (SI values), started from the h solution: its parameters
     and its fitted angles (interpolated) as the initial states.
@@ -314,7 +317,8 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
     first order in h, so the bias at h is about twice the change from h to h/2; on the
     13-parameter swing-up that estimate is 0.9–1.7 times the true error of the inertias, b2,
     μ2 and tilt_z (docs/lm-estimator.md)."""
-    settings = dict(method_settings(spec), h=method_settings(spec)["h"] / 2)
+    settings = method_settings(spec)
+    settings["h"] /= 2
     names = list(problem.names)
     fitted = np.unwrap(problem.observed_angles(result.X), axis=0)
     half = halve_series(series, fitted)
@@ -346,8 +350,6 @@ def halve_markers(markers):
     """Marker observations on the grid of half the step (camera frames on the even steps)."""
     if markers is None:
         return None
-    from dataclasses import replace
-
     n, m = markers.weight.shape
     uv = np.zeros((2 * n - 1, m, 2))
     weight = np.zeros((2 * n - 1, m))

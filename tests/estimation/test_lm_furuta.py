@@ -119,7 +119,7 @@ def test_thirteen_parameter_swing_up():
     with the 3e-8 std their linearization gives. The four friction coefficients carry the
     shadow bias of h = 1e-3 and of the estimator's softer friction rows (b1 on its bound,
     b2 +89 %, μ1 +18 %, μ2 −54 %), so they are only required to be non-negative."""
-    from estimation.uncertainty import bound_flags
+    from rigs.identify_hinged import fitted_covariance
     from rigs.sample import SWING_UP
     from rigs.spec import with_parameters
     from rigs.synthetic import (
@@ -137,11 +137,7 @@ def test_thirteen_parameter_swing_up():
     assert res.converged, res.reason
     assert res.iterations <= 22  # measured 21
     names = list(problem.names)
-    ps = spec.parameters
-    bounds = bound_flags(
-        [values[k] for k in names], [ps[k].lower for k in names], [ps[k].upper for k in names]
-    )
-    cov = parameter_covariance(res.lin, problem.scale, [values[k] for k in names], bounds)
+    cov = fitted_covariance(problem, res)
     flagged = {k for k, ok in zip(names, cov.identifiable, strict=True) if not ok}
     assert {"J_Axx", "J_Ayy"} <= flagged
     truth = rec.truth
