@@ -117,8 +117,9 @@ def test_thirteen_parameter_swing_up():
     axes: J_Axx and J_Ayy end on their lower bound (a massless wobble absorbs the
     discretization error, as "0 (200.0)" in Table 4) and must be flagged, not reported
     with the 3e-8 std their linearization gives. The four friction coefficients carry the
-    shadow bias of h = 1e-3 and of the estimator's softer friction rows (b1 on its bound,
-    b2 +89 %, μ1 +18 %, μ2 −54 %), so they are only required to be non-negative."""
+    shadow bias of h = 1e-3 (b1 on its bound, b2 +89 %, μ1 +18 %, μ2 −54 %; a refit at
+    h/2 about halves it, eps_fric 1–100 barely moves it), so they are only required to
+    be non-negative."""
     from rigs.identify_hinged import fitted_covariance
     from rigs.sample import SWING_UP
     from rigs.spec import with_parameters
