@@ -146,8 +146,10 @@ def _register_plugins() -> None:
 
 def main() -> None:
     """Console-script entry point: user errors print one clear line and exit with status 2."""
+    from rigs.allocator import tune_this_process
     from rigs.errors import InputError
 
+    tune_this_process()
     _register_plugins()
     try:
         app()

@@ -1,7 +1,8 @@
 """``physid process FOLDER``: every experiment of a folder through the pipeline, on Dask.
 
 Local runs start a ``LocalCluster`` of ``jobs`` worker processes (one thread each: JAX, IPOPT
-and OpenCV are compute-bound, and separate processes keep them from fighting over the GIL);
+and OpenCV are compute-bound, and separate processes keep them from fighting over the GIL;
+glibc malloc tuned as ``rigs.allocator`` says, in place of Dask's eager trimming);
 ``--scheduler tcp://HOST:PORT`` sends the same tasks to a running Dask cluster whose workers
 have physid installed and see the same file system. Each experiment is one task
 (``rigs.pipeline.run_experiment``); workers report stages and frames through Dask's event log,
@@ -159,7 +160,10 @@ def _clean_partials(out: Path) -> None:
 
 @contextmanager
 def _client(options: ProcessOptions, console: Console):
+    import dask
     from distributed import Client, LocalCluster
+
+    from rigs import allocator
 
     if options.scheduler:
         console.print(f"connecting to the Dask scheduler at {options.scheduler}")
@@ -167,7 +171,9 @@ def _client(options: ProcessOptions, console: Console):
             yield client
         return
     jobs = max(1, int(options.jobs))
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **allocator.ENVIRONMENT}
     with (
+        dask.config.set({"distributed.nanny.pre-spawn-environ": environ}),
         LocalCluster(
             n_workers=jobs,
             threads_per_worker=1,
