@@ -1,30 +1,12 @@
-"""The malloc settings reach the local Dask workers (replacing Dask's 64 kB trim threshold),
-and in-process ``mallopt`` stops repeated large allocations from faulting in fresh pages."""
+"""In-process ``mallopt`` stops repeated large allocations from faulting in fresh pages (the
+workers' environment is checked in tests/pipeline/test_local_workers.py)."""
 
-import io
 import os
 import platform
 import subprocess
 import sys
 
 import pytest
-from rich.console import Console
-
-from rigs import allocator
-from rigs.process import ProcessOptions, _client
-
-
-def _environment():
-    return {k: os.environ.get(k) for k in allocator.ENVIRONMENT}
-
-
-def test_local_workers_start_with_the_allocator_environment():
-    with _client(ProcessOptions(jobs=1), Console(file=io.StringIO())) as client:
-        seen = client.run(_environment)
-    assert len(seen) == 1
-    (env,) = seen.values()
-    assert env == {k: str(v) for k, v in allocator.ENVIRONMENT.items()}
-
 
 _CHILD = """
 import resource, sys
