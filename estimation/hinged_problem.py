@@ -46,24 +46,27 @@ def _wrap(a):
 # Steps per chunk of the Jacobian blocks. One vmap over all n steps made XLA allocate temporaries
 # of n × (2d + p) tangents of every intermediate — 0.4 GB per linearization of the 2001-step
 # Furuta, fresh pages from the OS each time (half the linearization's time was page faults).
-# Chunks of 64 steps keep the temporaries a few MB and reused: 0.37 → 0.18 s (benchmarks.md).
+# Chunks of 64 steps keep the temporaries a few MB and reused: 2.2× faster
+# (benchmarks/bench_linearization.py, docs/benchmarks.md).
 JACOBIAN_CHUNK = 64
 
 
-def _chunked_vmap(f):
-    """``vmap(f)`` over the leading axis, evaluated ``JACOBIAN_CHUNK`` steps at a time."""
+def _chunked_vmap(f, chunk: int | None = JACOBIAN_CHUNK):
+    """``vmap(f)`` over the leading axis, evaluated ``chunk`` steps at a time (None: all)."""
+    if chunk is None:
+        return jax.vmap(f)
 
     def g(*xs):
         n = xs[0].shape[0]
-        chunks = -(-n // JACOBIAN_CHUNK)
-        pad = chunks * JACOBIAN_CHUNK - n
+        chunks = -(-n // chunk)
+        pad = chunks * chunk - n
 
         def split(x):  # edge padding keeps the padded steps finite; they are cut off below
             x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
-            return x.reshape(chunks, JACOBIAN_CHUNK, *x.shape[1:])
+            return x.reshape(chunks, chunk, *x.shape[1:])
 
         out = jax.lax.map(lambda b: jax.vmap(f)(*b), tuple(split(x) for x in xs))
-        return jax.tree.map(lambda y: y.reshape(chunks * JACOBIAN_CHUNK, *y.shape[2:])[:n], out)
+        return jax.tree.map(lambda y: y.reshape(chunks * chunk, *y.shape[2:])[:n], out)
 
     return g
 
@@ -74,8 +77,15 @@ class _Model:
     Arguments of every function: ``a`` = dict(values, scale, kappa, y, w, u[, cam, uv, mw]).
     """
 
-    def __init__(self, rig, names: tuple[str, ...], h: float, markers: tuple | None):
-        self.rig, self.names, self.h = rig, names, h
+    def __init__(
+        self,
+        rig,
+        names: tuple[str, ...],
+        h: float,
+        markers: tuple | None,
+        chunk: int | None = JACOBIAN_CHUNK,
+    ):
+        self.rig, self.names, self.h, self.chunk = rig, names, h, chunk
         self.nb = rig.system.n_bodies
         self.d = 12 * self.nb
         self.markers = markers  # (model, body tuple) or None
@@ -185,7 +195,7 @@ class _Model:
             jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
             return (val, *jac)
 
-        dr, dA, dB, dC = _chunked_vmap(dyn_block)(
+        dr, dA, dB, dC = _chunked_vmap(dyn_block, self.chunk)(
             r[:-1], e[:-1], v[:-1], r[1:], e[1:], v[1:], a["u"]
         )
 
@@ -197,7 +207,7 @@ class _Model:
             return val, jac
 
         uv, mw = self._obs_data(a, r.shape[0])
-        orr, oA = _chunked_vmap(obs_block)(r, e, v, a["y"], a["w"], uv, mw)
+        orr, oA = _chunked_vmap(obs_block, self.chunk)(r, e, v, a["y"], a["w"], uv, mw)
 
         def f0(d0, th):
             return self._init(a, th, r[0], e[0], v[0], d0)
