@@ -55,7 +55,10 @@ def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Co
     )
     summaries: dict[str, dict] = {}
     start = time.perf_counter()
-    with _client(options, console) as client, _ProgressView(experiments, console) as view:
+    # Pinned workers run 1.5x faster side by side but cannot use a core that falls idle:
+    # worth it only when the queue keeps every worker busy most of the time.
+    pin = len(experiments) >= 2 * max(1, options.jobs)
+    with _client(options, console, pin) as client, _ProgressView(experiments, console) as view:
         client.subscribe_topic(PROGRESS_TOPIC, view.event)
         futures = {
             client.submit(
@@ -161,7 +164,9 @@ def _clean_partials(out: Path) -> None:
 
 
 @contextmanager
-def _client(options: ProcessOptions, console: Console):
+def _client(options: ProcessOptions, console: Console, pin_workers: bool = False):
+    """A Dask client: of the scheduler given, or of a local cluster of ``options.jobs``
+    workers (each pinned to its own core when ``pin_workers``, see ``PinToCore``)."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -189,7 +194,7 @@ def _client(options: ProcessOptions, console: Console):
         Client(cluster) as client,
     ):
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        if jobs > 1 and len(cpus) > 1:
+        if pin_workers and jobs > 1 and len(cpus) > 1:
             client.register_plugin(PinToCore(tuple(cpus)), name="physid-pin-to-core")
         yield client
 
@@ -200,7 +205,10 @@ class PinToCore(WorkerPlugin):
     An experiment alone uses ~1.4 of 2 cores (XLA's intra-op threads, OpenCV's), so with
     ``--jobs 2`` unpinned workers oversubscribe the cores and each ran its linearization
     1.5× slower than alone (0.36 vs 0.24 s, 13-parameter Furuta, two processes at once);
-    pinned, XLA sizes its thread pool to the one core it sees. ``--jobs 1`` stays unpinned.
+    pinned, XLA sizes its thread pool to the one core it sees. A pinned worker cannot use a
+    core that falls idle, though: the sample folder (three experiments, the Furuta one the
+    longest) took 20 s longer pinned, so ``process`` pins only when there are at least two
+    experiments per worker. ``--jobs 1`` stays unpinned.
     """
 
     def __init__(self, cpus: tuple[int, ...]):

@@ -1,5 +1,6 @@
 """The local Dask workers of ``physid process``: malloc settings in their environment
-(replacing Dask's 64 kB trim threshold) and, with several jobs, one core per worker."""
+(replacing Dask's 64 kB trim threshold) and, when asked and with several jobs, one core per
+worker."""
 
 import io
 import os
@@ -20,8 +21,8 @@ def _affinities():
     return {int(t): sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
 
 
-def _run_on_workers(jobs: int, fn):
-    with _client(ProcessOptions(jobs=jobs), Console(file=io.StringIO())) as client:
+def _run_on_workers(jobs: int, fn, pin: bool = False):
+    with _client(ProcessOptions(jobs=jobs), Console(file=io.StringIO()), pin) as client:
         return list(client.run(fn).values())
 
 
@@ -34,11 +35,12 @@ def test_local_workers_start_with_the_allocator_environment():
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs Linux affinity and two cores",
 )
-def test_two_jobs_get_one_core_each_and_one_job_keeps_all():
+def test_pinned_workers_get_one_core_each_and_unpinned_keep_all():
     cpus = sorted(os.sched_getaffinity(0))
-    pinned = _run_on_workers(2, _affinities)
+    pinned = _run_on_workers(2, _affinities, pin=True)
     cores = [{c for a in threads.values() for c in a} for threads in pinned]
     assert all(len(c) == 1 for c in cores), pinned  # every thread of a worker on one core
     assert cores[0] != cores[1], pinned
-    (alone,) = _run_on_workers(1, _affinities)
-    assert all(a == cpus for a in alone.values()), alone
+    for workers in (_run_on_workers(2, _affinities), _run_on_workers(1, _affinities, pin=True)):
+        for threads in workers:
+            assert all(a == cpus for a in threads.values()), threads
