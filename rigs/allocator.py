@@ -1,11 +1,13 @@
 """glibc malloc settings for physid's compute processes.
 
-The LM and the IPOPT estimator allocate and free arrays of 10–60 MB many times per second
-(Jacobian blocks, banded factors). With glibc's defaults such arrays are mapped fresh from
-the OS on every allocation and unmapped on free, so each use pays a page fault per 4 kB, and
-Dask's worker default (``MALLOC_TRIM_THRESHOLD_`` = 64 kB) returns even small freed memory
-at once. Measured on the sample Furuta experiment (one worker, 2-core machine): 5.7 M page
-faults and 24 s of system time in a 71 s run; with these settings 1.8 M and 10 s, 59 s wall.
+The LM allocates and frees arrays of 1–60 MB several times per iteration (Jacobian blocks,
+normal-equation blocks, banded factors). glibc maps an allocation above its mmap threshold
+fresh from the OS and unmaps it on free, so each use pays a page fault per 4 kB. Normally
+the threshold rises to the size of freed blocks (up to 32 MB), but setting any malloc
+parameter turns that off, and Dask sets ``MALLOC_TRIM_THRESHOLD_`` = 64 kB in its workers:
+the threshold then stays at 128 kB and every such array is mapped anew. Measured on the
+sample Furuta experiment (one worker, 2-core machine): 5.7 M page faults and 24 s of system
+time in a 71 s run; with these settings 1.8 M and 10 s, 59 s wall.
 
 The values keep arrays up to 32 MB (glibc's largest mmap threshold on 64-bit) on the heap
 and let up to 1 GB of freed memory stay with the process for reuse.

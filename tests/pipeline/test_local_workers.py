@@ -18,7 +18,13 @@ def _environment():
 
 def _affinities():
     """Per thread of the worker process: the cores it may run on."""
-    return {int(t): sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+    seen = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            seen[int(tid)] = sorted(os.sched_getaffinity(int(tid)))
+        except OSError:  # the thread ended meanwhile
+            pass
+    return seen
 
 
 def _run_on_workers(jobs: int, fn, pin: bool = False):
