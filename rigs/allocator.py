@@ -16,7 +16,6 @@ and let up to 1 GB of freed memory stay with the process for reuse.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 MMAP_THRESHOLD = 32 * 1024 * 1024
 TRIM_THRESHOLD = 1024 * 1024 * 1024
@@ -37,10 +36,8 @@ _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 def tune_this_process() -> bool:
     """Apply the settings to the running process through ``mallopt`` (for ``physid identify``
     and other in-process runs); False where the C library is not glibc."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+    try:  # the C library is already loaded: look mallopt up in the process itself
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
