@@ -56,8 +56,10 @@ def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Co
     summaries: dict[str, dict] = {}
     start = time.perf_counter()
     # Pinned workers run 1.5x faster side by side but cannot use a core that falls idle:
-    # worth it only when the queue keeps every worker busy most of the time.
-    pin = len(experiments) >= 2 * max(1, options.jobs)
+    # worth it only when the queue keeps every worker busy most of the time. Experiments with
+    # problems end at once and do not count.
+    runnable = sum(not e.problems for e in experiments)
+    pin = runnable >= 2 * max(1, options.jobs)
     with _client(options, console, pin) as client, _ProgressView(experiments, console) as view:
         client.subscribe_topic(PROGRESS_TOPIC, view.event)
         futures = {
@@ -193,9 +195,10 @@ def _client(options: ProcessOptions, console: Console, pin_workers: bool = False
         ) as cluster,
         Client(cluster) as client,
     ):
-        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        if pin_workers and jobs > 1 and len(cpus) > 1:
-            client.register_plugin(PinToCore(tuple(cpus)), name="physid-pin-to-core")
+        if pin_workers and jobs > 1 and hasattr(os, "sched_getaffinity"):
+            cpus = tuple(sorted(os.sched_getaffinity(0)))
+            if len(cpus) > 1:
+                client.register_plugin(PinToCore(cpus), name="physid-pin-to-core")
         yield client
 
 
