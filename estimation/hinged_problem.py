@@ -35,6 +35,7 @@ import numpy as np
 import dynamics  # noqa: F401  (float64)
 from dynamics.multibody import boxplus_config, constraint_jacobian, hinge_violation
 from dynamics.spook import impulse_residual, mass_matrix_blocks
+from estimation.consistency import InertiaLMI
 from estimation.lm import Linearization
 from estimation.markers import MarkerObservations, marker_pixels
 
@@ -247,6 +248,9 @@ class HingedProblem:
     of Section 4.4 stands for an observation noise of σ_ref = ``reference_noise`` (rad, the
     encoders' noise): marker rows are weighted by σ_ref² · ``markers.weight`` (= σ_ref²/σ_px²)
     so that encoders and camera enter in proportion to their information (Appendix E).
+
+    ``consistency`` (optional): the bodies' pseudo-inertia LMI in θ, imposed by LM next to the
+    box (``estimation.consistency``).
     """
 
     rig: object
@@ -261,6 +265,7 @@ class HingedProblem:
     kappa: float
     markers: MarkerObservations | None = None
     reference_noise: float = 1e-3
+    consistency: InertiaLMI | None = None
     _args: dict = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.linalg import cho_solve_banded, cholesky_banded
 
 import dynamics  # noqa: F401  (float64)
+from estimation.consistency import InertiaLMI, constrained_step, nearest_consistent
 
 
 class Linearization(NamedTuple):
@@ -120,6 +121,9 @@ class LMResult:
     history: list[float] = field(default_factory=list)
     lin: Linearization | None = None
     warmup_iterations: int = 0  # states-only iterations before the joint ones
+    # The θ LM started from: θ_0 clipped to the box and, if its bodies were not physically
+    # consistent, moved to the nearest consistent point (in θ's coordinates).
+    theta_start: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------- normal equations (arrow)
@@ -303,15 +307,25 @@ def factor_damped(ne: Normal, alpha: float) -> DampedSystem:
 
 
 def solve_factored(
-    sys: DampedSystem, gx: np.ndarray, gp: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    sys: DampedSystem,
+    gx: np.ndarray,
+    gp: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    lmi: InertiaLMI | None = None,
+    theta: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(δx[n, d], δθ[p]) minimizing ½δᵀ(JᵀWJ + αI)δ + gᵀδ with lo ≤ δθ ≤ hi (C.1):
-    δθ from the box QP on the Schur complement, then δx = −T⁻¹ (gx + F δθ)."""
+    """(δx[n, d], δθ[p]) minimizing ½δᵀ(JᵀWJ + αI)δ + gᵀδ with lo ≤ δθ ≤ hi (C.1) and, with
+    ``lmi``, physically consistent bodies at θ + δθ: δθ from the QP on the Schur complement,
+    then δx = −T⁻¹ (gx + F δθ). The box QP is solved first; cvxpy only when its step leaves
+    the consistent set (the states are unconstrained, so this is still exact)."""
     n, d = gx.shape
     with single_threaded_blas():
         Yg = cho_solve_banded((sys.chol, False), gx.reshape(n * d), check_finite=False)
     s = gp - sys.F.T @ Yg
     dtheta = _box_qp(sys.S, s, lo, hi) if len(gp) else np.zeros(0)
+    if lmi is not None and not lmi.feasible(theta + dtheta, 0.0):
+        dtheta = constrained_step(sys.S, s, lo, hi, lmi, theta)
     dx = -(Yg + sys.YF @ dtheta)
     return dx.reshape(n, d), dtheta
 
@@ -372,6 +386,10 @@ def levenberg_marquardt(
     lo, hi = np.asarray(problem.lower, float), np.asarray(problem.upper, float)
     lo0, hi0 = lo, hi
     X, theta = X0, np.clip(np.asarray(theta0, float), lo, hi)
+    lmi = getattr(problem, "consistency", None)
+    if lmi is not None and not lmi.feasible(theta):
+        theta = nearest_consistent(theta, lo, hi, lmi)
+    start = theta.copy()
     warm = 0
     if settings.warmup_iter > 0 and len(theta):
         pre = levenberg_marquardt(
@@ -391,6 +409,7 @@ def levenberg_marquardt(
     if settings.scale_parameters and len(theta):
         sc = np.sqrt(target / np.maximum(np.diag(ne.P), 1e-12 * target))
     scaled = _Scaled(problem, sc)
+    lmi = lmi.in_coordinates(sc) if lmi is not None else None
     lo, hi, theta = lo / sc, hi / sc, theta / sc
     lin = _scale_lin(lin, sc)
     ne = _scale_normal(normal_equations(lin), sx)
@@ -404,11 +423,12 @@ def levenberg_marquardt(
         nu, rho = 2.0, 0.0
         while True:
             damped = factor_damped(ne, alpha)
-            dxi, dth = solve_factored(damped, ne.gx, ne.gp, lo - theta, hi - theta)
+            dxi, dth = solve_factored(damped, ne.gx, ne.gp, lo - theta, hi - theta, lmi, theta)
             # ρ compares with the first-order model of the velocity step; ½a is second order.
             pred = model_decrease(lin, dxi * sx, dth)
             if settings.geodesic_ratio is not None:
-                acc = _acceleration(problem, X, theta, lin, damped, (dxi * sx, dth), sx, lo, hi)
+                step = (dxi * sx, dth)
+                acc = _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, lmi)
                 ratio = 2 * np.sqrt(
                     (np.sum(acc[0] ** 2) + np.sum(acc[1] ** 2))
                     / max(np.sum(dxi**2) + np.sum(dth**2), 1e-300)
@@ -462,14 +482,15 @@ def levenberg_marquardt(
     lin = _scale_lin(lin, 1.0 / sc)
     # A bound reached in the scaled coordinates is the bound itself, not its round-off image.
     theta = np.where(theta <= lo, lo0, np.where(theta >= hi, hi0, theta * sc))
-    return LMResult(X, theta, cost, it, converged, reason, history, lin, warm)
+    return LMResult(X, theta, cost, it, converged, reason, history, lin, warm, start)
 
 
-def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, t=0.1):
+def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, lmi=None, t=0.1):
     """(a_ξ, a_θ): geodesic acceleration of the step (dx, dth) in the solver's scaled
     coordinates, a = −(JᵀJ + αI)⁻¹ Jᵀ r_vv with the same factorization as the step; r_vv is
     the residuals' second directional derivative by a forward difference at t along the step
-    (Transtrum & Sethna, 2012). Its θ part is boxed so that θ + δθ + a_θ/2 stays feasible."""
+    (Transtrum & Sethna, 2012). Its θ part is constrained so that θ + δθ + a_θ/2 stays in the
+    box and, with ``lmi``, physically consistent."""
     dx, dth = step
     r0 = problem.residuals(X, theta)
     r1 = problem.residuals(problem.retract(X, t * dx), np.clip(theta + t * dth, lo, hi))
@@ -484,7 +505,9 @@ def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, t=0.1):
     on_bound = (v <= lo + tol) | (v >= hi - tol)
     a_lo = np.where(on_bound, 0.0, 2 * (lo - v))
     a_hi = np.where(on_bound, 0.0, 2 * (hi - v))
-    return solve_factored(damped, gx, np.asarray(gp), a_lo, a_hi)
+    # P(v + a/2) ⪰ 0 is the LMI in the coordinates a/2, at the point 2v.
+    half = lmi.in_coordinates(np.full(len(v), 0.5)) if lmi is not None else None
+    return solve_factored(damped, gx, np.asarray(gp), a_lo, a_hi, half, 2 * v)
 
 
 def _state_scale(ne: Normal, on: bool) -> tuple[np.ndarray, float]:

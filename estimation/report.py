@@ -211,6 +211,7 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
     unexcited = estimate.identifiability.get("unexcited_directions")
     if unexcited:
         parts.append(f'<p class="warn">Directions the data do not excite: {esc(unexcited)}</p>')
+    parts += _consistency_note(estimate.extra.get("consistency") or {})
     parts += ["<h2>Data and fit</h2>", _fit_section(estimate, folder)]
     impulses = estimate.extra.get("impulses")
     if impulses:
@@ -219,6 +220,21 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
         parts += ["<h2>Cost per iteration</h2>", image(cost_plot(estimate.history), "cost")]
     parts += _facts_sections(summary)
     return page(f"physid report: {name}", "\n".join(parts))
+
+
+def _consistency_note(info: dict) -> list[str]:
+    """One line on the physical-consistency constraint (pseudo-inertia ⪰ 0) when enforced."""
+    if not info.get("enforced"):
+        return []
+    bodies = ", ".join(info.get("bodies", []))
+    face = info.get("on_boundary") or []
+    if face:
+        return [
+            f'<p class="warn">Physical consistency enforced ({esc(bodies)}); on its boundary: '
+            f"{esc(', '.join(face))} — the data push these inertias beyond what a body can "
+            "have (check the fixed inertias and the model).</p>"
+        ]
+    return [f"<p>Physical consistency enforced ({esc(bodies)}): not binding at the fit.</p>"]
 
 
 def _fit_section(estimate: Estimate, folder: Path) -> str:

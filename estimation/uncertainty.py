@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solveh_banded
+from scipy.linalg import null_space, solveh_banded
 
 from estimation.lm import Linearization, _banded_upper, normal_equations, single_threaded_blas
 
@@ -47,6 +47,7 @@ class Covariance:
     directions: np.ndarray  # columns: relative-unit directions, largest variance first
     unexcited: list[int]  # indices (into directions) of directions the data do not excite
     at_bound: np.ndarray  # per parameter: "lower", "upper" or "" (inside the box)
+    on_consistency_face: tuple[str, ...] = ()  # bodies held on the boundary of P ⪰ 0
 
 
 def _sample_cov(r: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
@@ -69,12 +70,17 @@ def bound_flags(values, lower, upper) -> np.ndarray:
 
 
 def parameter_covariance(
-    lin: Linearization, scale: np.ndarray, values: np.ndarray, at_bound=None
+    lin: Linearization, scale: np.ndarray, values: np.ndarray, at_bound=None, constraints=None
 ) -> Covariance:
     """Λ_χχ of χ = scale·θ at the linearization ``lin`` (Jacobians w.r.t. θ), and flags.
 
     ``at_bound`` (from :func:`bound_flags`, optional) marks parameters held on a bound of
-    their box: they get infinite std, are not identifiable, and the rest is conditional."""
+    their box: they get infinite std, are not identifiable, and the rest is conditional.
+    ``constraints`` (optional, [m, p] in θ) are linear equations A δθ = 0 the solution is held
+    to — the faces of the physical-consistency LMI it lies on
+    (``estimation.consistency.InertiaLMI.active_rows``): the covariance is the one
+    conditional on them, so that a combination the data do not excite within the face (the
+    split of J_Axx + J_Ayy) is reported with infinite variance."""
     ne = normal_equations(lin)
     lin = Linearization(*(None if a is None else np.asarray(a) for a in lin))
     n, d, p = ne.F.shape
@@ -96,11 +102,16 @@ def parameter_covariance(
     TCT += t_init.T @ C_dyn @ t_init
     bound = np.full(p, "") if at_bound is None else np.asarray(at_bound, str)
     held = bound != ""
-    # Pseudo-inverse of TᵀT over the parameters inside their box (conditional on the held
-    # ones): unexcited directions get infinite variance, not a huge number.
-    w, V_free = np.linalg.eigh(0.5 * (TT + TT.T)[np.ix_(~held, ~held)])
-    V = np.zeros((p, len(w)))
-    V[~held] = V_free
+    # Pseudo-inverse of TᵀT over the directions left free by the box and the constraints
+    # (conditional on the held ones): unexcited directions get infinite variance, not a huge
+    # number.
+    rows = (
+        np.zeros((0, p)) if constraints is None else np.asarray(constraints, float).reshape(-1, p)
+    )
+    fixed = np.concatenate([np.eye(p)[held], rows])
+    N = null_space(fixed) if len(fixed) else np.eye(p)
+    w, V_free = np.linalg.eigh(N.T @ (0.5 * (TT + TT.T)) @ N)
+    V = N @ V_free
     ok = w > RCOND * max(float(w.max(initial=0.0)), 1e-300)
     inv = (V[:, ok] / w[ok]) @ V[:, ok].T
     cov_theta = inv @ TCT @ inv

@@ -9,9 +9,11 @@ at θ2 = 0. Hinge 1 carries the motor (F.3). Both hinges have drag (F.2) and dry
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
 from dynamics.quaternion import axis_angle, from_rotvec, qmul, rotate
+from estimation.consistency import BodyInertia
 from rigs.hinged import HingedRig, simulate_to_folder, spec_values
 from rigs.pendulum import _channels
 from rigs.spec import RigSpec
@@ -101,7 +103,21 @@ def build(spec: RigSpec) -> HingedRig:
         e = jnp.stack([qmul(turn1, rest_e[0]), qmul(turn1, eB)])
         return r, e
 
-    return HingedRig(system, values, make_params, state_from_angles, _channels(spec), UNITS)
+    return HingedRig(system, values, make_params, state_from_angles, _channels(spec), UNITS, bodies)
+
+
+def bodies(v: dict) -> list[BodyInertia]:
+    """Arm A and pendulum B for the physical-consistency constraint: principal moments about
+    their centres of mass (the body frames' origins). The motor's J_shaft is a rotor about
+    hinge 1 with one known moment, consistent whenever positive (its box)."""
+    return [
+        BodyInertia(
+            "arm A", v["m_A"], (0.0, 0.0, 0.0), np.diag([v["J_Axx"], v["J_Ayy"], v["J_Azz"]])
+        ),
+        BodyInertia(
+            "pendulum B", v["m_B"], (0.0, 0.0, 0.0), np.diag([v["J_Bxx"], v["J_Byy"], v["J_Bzz"]])
+        ),
+    ]
 
 
 def simulate(spec: RigSpec, options, console):

@@ -14,6 +14,7 @@ import numpy as np
 import dynamics  # noqa: F401  (float64)
 from dynamics.multibody import Params, System, hinge_angle
 from dynamics.spook import simulate as spook_simulate
+from estimation.consistency import BodyInertia
 from estimation.estimate import write_json_atomic
 from rigs.errors import InputError
 from rigs.kinds import SimulateOptions
@@ -28,7 +29,9 @@ class HingedRig:
     ``make_params(values)`` maps named SI values (fixed values and parameters of the spec; any
     of them may be JAX tracers) to the dynamics ``Params``; ``state_from_angles(angles)`` gives
     the configuration with zero constraint violation and ``values`` the spec's SI values.
-    ``channels`` are the encoder channels, one per hinge, in hinge order.
+    ``channels`` are the encoder channels, one per hinge, in hinge order. ``bodies(values)``
+    (None where the model's inertias are not a body's) gives each body's mass, centre of mass
+    and inertia for the physical-consistency constraint (``estimation.consistency``).
     """
 
     system: System
@@ -37,6 +40,7 @@ class HingedRig:
     state_from_angles: Callable[[jnp.ndarray], tuple]
     channels: tuple[str, ...]
     parameter_units: dict[str, str]
+    bodies: Callable[[dict], list[BodyInertia]] | None = None
 
     def observe(self, q) -> jnp.ndarray:
         """Joint angles (rad) of configuration q, one per hinge, in (−π, π]."""

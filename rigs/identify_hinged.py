@@ -17,6 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from estimation.consistency import inertia_lmi, nearest_consistent
 from estimation.estimate import Estimate, ParameterEstimate
 from estimation.hinged_problem import HingedProblem
 from estimation.initialize import initial_states, resample, smooth_angles
@@ -137,9 +138,13 @@ def build_problem(
     lower = np.array([ps[k].lower for k in names]) / scale if names else np.zeros(0)
     upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
     obs_w = series["present"] * weights[None, :]
+    lmi = None
+    if rig.bodies is not None and names:
+        start = np.array([rig.values[k] for k in names]) / scale
+        lmi = inertia_lmi(rig.bodies, rig.values, names, scale, start)
     problem = HingedProblem(
         rig, tuple(names), scale, lower, upper, series["y"], obs_w.astype(float),
-        series["u"], settings["h"], settings["kappa"], markers, sigma_ref,
+        series["u"], settings["h"], settings["kappa"], markers, sigma_ref, lmi,
     )  # fmt: skip
     X0 = initial_states(rig, series["init"], settings["h"])
     return problem, X0
@@ -237,10 +242,16 @@ def identify_series(
         say(f"  iteration {it:3d}  cost/step {cost / n:.4e}  α {alpha:.2e}  {shown}")
 
     lm = lm_settings(settings)
+    theta0 = _consistent_start(spec, problem, theta0, say)
     res = levenberg_marquardt(problem, X0, theta0, lm, on_iteration)
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
     cov = fitted_covariance(problem, res)
+    for body in cov.on_consistency_face:
+        say(
+            f"  {body} is on the boundary of physical consistency (pseudo-inertia singular): "
+            "the data push its inertias beyond what a body can have"
+        )
     fits = [_fit(problem, res.X, series_list[0], res.cost)]
     std, identified, extra = cov.std, cov.identifiable, {}
     if settings["model_error"] and names:
@@ -295,17 +306,63 @@ def identify_series(
             "cv_costs": cv_costs,
             "tau": _taus(rig),
             "markers": [mk.m if mk is not None else 0 for mk in marks],
+            "consistency": _consistency_report(problem, res, cov),
             **extra,
         },
     )
     return estimate, fits
 
 
+def _consistent_start(spec: RigSpec, problem: HingedProblem, theta0, say) -> np.ndarray:
+    """θ0 clipped to the box and, if that makes a body physically impossible, moved to the
+    nearest consistent values (said); InputError if the fixed values leave none."""
+    lmi, theta0 = problem.consistency, np.clip(theta0, problem.lower, problem.upper)
+    if lmi is None or lmi.feasible(theta0):
+        return theta0
+    try:
+        start = nearest_consistent(theta0, problem.lower, problem.upper, lmi)
+    except ValueError:
+        raise InputError(
+            f"{spec.path}: {lmi.describe_violation(theta0, problem.scale)}, and no values of "
+            f"{', '.join(problem.names)} within their bounds make it one: check the [fixed] "
+            "inertias (each principal moment must be at most the sum of the other two)"
+        ) from None
+    say(
+        f"  initial values: {lmi.describe_violation(theta0, problem.scale)}; starting from "
+        + _show(problem.names, start * problem.scale)
+    )
+    return start
+
+
+def _consistency_report(problem: HingedProblem, result, cov: Covariance) -> dict:
+    """estimate.json's account of the physical-consistency constraint."""
+    lmi = problem.consistency
+    if lmi is None:
+        return {"enforced": False}
+    return {
+        "enforced": True,
+        "method": "pseudo-inertia ⪰ 0 per body (Wensing et al. 2017), cvxpy",
+        "bodies": list(lmi.labels),
+        "min_eigenvalue": lmi.min_eigenvalues(result.theta).tolist(),
+        "on_boundary": list(cov.on_consistency_face),
+        # The values LM started from (the spec's initial values unless they were inconsistent)
+        "start": dict(
+            zip(problem.names, (result.theta_start * problem.scale).tolist(), strict=True)
+        ),
+    }
+
+
 def fitted_covariance(problem: HingedProblem, result) -> Covariance:
     """(3.31) at the LM solution of ``problem``; parameters the LM left on a bound of the
-    problem's box are held (``estimation.uncertainty``)."""
+    problem's box are held, and so are the faces of the physical-consistency LMI the solution
+    lies on (``estimation.uncertainty``)."""
     bounds = bound_flags(result.theta, problem.lower, problem.upper)
-    return parameter_covariance(result.lin, problem.scale, result.theta * problem.scale, bounds)
+    lmi, values = problem.consistency, result.theta * problem.scale
+    if lmi is None:
+        return parameter_covariance(result.lin, problem.scale, values, bounds)
+    rows = lmi.active_rows(result.theta)
+    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows)
+    return replace(cov, on_consistency_face=lmi.on_face(result.theta))
 
 
 def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, markers=None):

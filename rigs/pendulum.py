@@ -71,6 +71,11 @@ def build(spec: RigSpec) -> HingedRig:
         e = axis_angle([0.0, 0.0, 1.0], angles[0])
         return (rotate(e, rest_r[0])[None], e[None])
 
+    # No physical-consistency constraint (bodies=None): the pendulum swings in a plane, so the
+    # data determine only J about the hinge axis, and a planar mass distribution is
+    # consistent iff J ≥ 0 (the box). J_perp stands in for the inertia about the two axes the
+    # hinge locks; it only conditions the compliant hinge and is not a claim about the body
+    # (the spec's 1e-4 with J = 3.9e-3 kg m² would violate 2 J_perp ≥ J).
     return HingedRig(system, values, make_params, state_from_angles, _channels(spec), units)
 
 

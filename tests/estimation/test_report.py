@@ -1,6 +1,6 @@
 """HTML report builders (estimation.report): what a reader must be able to see."""
 
-from estimation.report import index_page, parameter_rows
+from estimation.report import _consistency_note, index_page, parameter_rows
 
 
 def summary(name, value, std, truth, identifiable=True, status="ok"):
@@ -46,3 +46,11 @@ def test_a_parameter_on_its_bound_says_so():
     (_, _, std, rel, _, flag, _, z) = parameter_rows(s)[0]
     assert "at its lower bound" in flag and std == rel == z == "—"
     assert "not identifiable: at its lower bound" in index_page([s])
+
+
+def test_a_body_on_the_consistency_boundary_is_named():
+    assert _consistency_note({"enforced": False}) == []
+    calm = _consistency_note({"enforced": True, "bodies": ["arm A"], "on_boundary": []})
+    assert "not binding" in calm[0]
+    hit = _consistency_note({"enforced": True, "bodies": ["arm A"], "on_boundary": ["arm A"]})
+    assert 'class="warn"' in hit[0] and "on its boundary: arm A" in hit[0]

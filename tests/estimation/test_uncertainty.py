@@ -27,9 +27,10 @@ def _random_linearization(seed: int = 0) -> Linearization:
     )
 
 
-def _dense_covariance(lin: Linearization, keep: list[int]) -> np.ndarray:
+def _dense_covariance(lin: Linearization, keep) -> np.ndarray:
     """(TᵀT)⁻¹ TᵀĈT (TᵀT)⁻¹ with T = (I − J_x J_x⁺) J_θ from the dense Jacobian, over the
-    parameters ``keep`` (the others held); Ĉ block-diagonal from the residual samples."""
+    parameters ``keep`` (the others held) or, if ``keep`` is a P×k matrix, over the
+    coordinates z of θ = keep z; Ĉ block-diagonal from the residual samples."""
     rows_x, rows_p, blocks = [], [], []
     for k in range(N - 1):
         jx = np.zeros((MD, N * D))
@@ -42,7 +43,8 @@ def _dense_covariance(lin: Linearization, keep: list[int]) -> np.ndarray:
     jx = np.zeros((MD, N * D))
     jx[:, :D] = lin.init_A
     rows_x.append(jx), rows_p.append(lin.init_C), blocks.append("dyn")
-    Jx, Jp = np.vstack(rows_x), np.vstack(rows_p)[:, keep]
+    basis = np.eye(P)[:, keep] if np.ndim(keep) == 1 else keep
+    Jx, Jp = np.vstack(rows_x), np.vstack(rows_p) @ basis
     T = Jp - Jx @ np.linalg.lstsq(Jx, Jp, rcond=None)[0]
     c_dyn = lin.dyn_r.T @ lin.dyn_r / (N - 2)
     c_obs = lin.obs_r.T @ lin.obs_r / (N - 1)
@@ -78,3 +80,15 @@ def test_parameter_on_its_bound_is_held_and_flagged():
     assert np.isinf(cov.std[1]) and not cov.identifiable[1]
     assert np.all(np.isfinite(cov.std[[0, 2]]))
     assert any(abs(cov.directions[1, i]) == pytest.approx(1.0) for i in cov.unexcited)
+
+
+def test_covariance_conditional_on_a_linear_constraint():
+    # A face of the consistency LMI holds a·δθ = 0: with θ = N z (N spanning a's null space),
+    # Λ_θ = N Λ_z Nᵀ, Λ_z from the dense reference with T N. Agreement to 1e-8 as above.
+    lin = _random_linearization(2)
+    a = np.array([[1.0, 1.0, -1.0]])
+    cov = parameter_covariance(lin, np.ones(P), np.ones(P), None, a)
+    N = np.linalg.svd(a)[2][1:].T
+    np.testing.assert_allclose(cov.cov, N @ _dense_covariance(lin, N) @ N.T, atol=1e-10)
+    assert (a @ cov.cov @ a.T).item() == pytest.approx(0.0, abs=1e-10)
+    assert np.all(np.isfinite(cov.std)) and np.all(cov.at_bound == "")
