@@ -492,7 +492,7 @@ def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, lmi=None, t=
     (Transtrum & Sethna, 2012). Its θ part is constrained so that θ + δθ + a_θ/2 stays in the
     box and, with ``lmi``, physically consistent."""
     dx, dth = step
-    r0 = problem.residuals(X, theta)
+    r0 = (lin.dyn_r, lin.obs_r, lin.init_r)  # the residuals at (X, θ), already evaluated
     r1 = problem.residuals(problem.retract(X, t * dx), np.clip(theta + t * dth, lo, hi))
     blocks = (lin.dyn_A, lin.dyn_B, lin.dyn_C, lin.obs_A, lin.init_A, lin.init_C)
     jd = _jacobian_product_jax(*blocks, jnp.asarray(dx), jnp.asarray(dth))
