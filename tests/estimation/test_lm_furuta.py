@@ -42,11 +42,12 @@ def test_furuta_four_parameters_and_unexcited_gain():
     for i, (name, true) in enumerate(TRUTH.items()):
         assert abs(values[i] - true) < 4 * cov.std[i], (name, values[i], cov.std[i])
         assert cov.identifiable[i]
-    # Inertias within the 1e-3 relative that issue 3 asks (measured 1.1e-4 for J_Azz with
-    # geodesic acceleration, under 1e-4 without: where ε_f stops differs); drag within 0.5 %
-    # (b2's reported std is 0.4 %).
-    assert values[:2] == pytest.approx([0.003, 0.004], rel=1e-3)
-    assert values[2:4] == pytest.approx([1e-3, 1e-4], rel=5e-3)
+    # All four within the 1e-3 relative that issue 3 asks. Measured (2026-11-24, J_Bzz = 4e-3
+    # as in Table G.5): J_Azz +1.1e-4, J_Byy −1.1e-5, b1 −5.2e-4, b2 +4.3e-4. The dampers'
+    # reported std (1.8e-3, 1.1e-3) is above that tolerance: 1 s of 1e-5 rad data pins them
+    # to about 1e-3, so this seed's draw is within 0.4 std, not far inside it. A 3 s log gave
+    # std 1.0e-3 / 0.6e-3 and b1 −1.4e-3 (1.5 std).
+    assert values[:4] == pytest.approx([0.003, 0.004, 1e-3, 1e-4], rel=1e-3)
     # K: zero sensitivity without control — unchanged, infinite std, not identifiable.
     assert values[4] == pytest.approx(0.1) and not cov.identifiable[4]
     assert np.isinf(cov.std[4]) and 4 in np.flatnonzero(np.abs(cov.directions[:, 0]) > 0.9)
