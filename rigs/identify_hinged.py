@@ -41,11 +41,14 @@ def method_settings(spec: RigSpec) -> dict:
         "eps_fric": spec.method_value("eps_fric", "rad/N m s", EPS_FRIC),
         "alpha_shrink": spec.method_value("alpha_shrink", "1", LMSettings.alpha_shrink),
         "model_error": _flag(spec, "model_error"),
+        # DESIGN: inertias are kept physically consistent; `false` shows the box-only fit
+        # (to diagnose fixed values the data contradict).
+        "physical_consistency": _flag(spec, "physical_consistency", True),
     }
 
 
-def _flag(spec: RigSpec, key: str) -> bool:
-    value = spec.method.get(key, False)
+def _flag(spec: RigSpec, key: str, default: bool = False) -> bool:
+    value = spec.method.get(key, default)
     if not isinstance(value, bool):
         raise spec.error(f"method.{key}", f"expected true or false, got {value!r}")
     return value
@@ -139,7 +142,7 @@ def build_problem(
     upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
     obs_w = series["present"] * weights[None, :]
     lmi = None
-    if rig.bodies is not None and names:
+    if rig.bodies is not None and names and settings["physical_consistency"]:
         start = np.array([rig.values[k] for k in names]) / scale
         lmi = inertia_lmi(rig.bodies, rig.values, names, scale, start)
     problem = HingedProblem(
