@@ -325,7 +325,12 @@ def solve_factored(
     s = gp - sys.F.T @ Yg
     dtheta = _box_qp(sys.S, s, lo, hi) if len(gp) else np.zeros(0)
     if lmi is not None and not lmi.feasible(theta + dtheta, 0.0):
-        dtheta = constrained_step(sys.S, s, lo, hi, lmi, theta)
+        try:
+            dtheta = constrained_step(sys.S, s, lo, hi, lmi, theta)
+        except RuntimeError:
+            # The conic solver failed (numerically): this trial moves the states only, so θ
+            # stays consistent and the run goes on rather than ending in an exception.
+            dtheta = np.zeros_like(dtheta)
     dx = -(Yg + sys.YF @ dtheta)
     return dx.reshape(n, d), dtheta
 
