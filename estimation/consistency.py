@@ -36,7 +36,7 @@ ACTIVE_TOL = 1e-7
 class BodyInertia:
     """One rigid body's inertial parameters: ``mass`` (kg), centre of mass ``com`` (m) and
     rotational inertia ``inertia`` (3×3, kg m², about the centre of mass), all in the body
-    frame. Entries may be JAX values or NumPy numbers."""
+    frame, as plain numbers."""
 
     label: str
     mass: float
@@ -164,7 +164,7 @@ def inertia_lmi(
     return InertiaLMI(labels, names, P0, Pi)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=8)  # one per LM run's scaling; a pipeline worker runs many
 def _step_problem(p: int, nb: int, Pi_key: bytes):
     """The cvxpy problem of ``constrained_step`` for one LMI (DPP: compiled once, ~2 ms a
     solve afterwards)."""
@@ -253,11 +253,9 @@ def nearest_consistent(
     consistent choice of the free ones)."""
     p = len(theta)
     try:
-        dx = constrained_step(np.eye(p), np.zeros(p), lo - theta, hi - theta, lmi, theta)
+        point = theta + constrained_step(np.eye(p), np.zeros(p), lo - theta, hi - theta, lmi, theta)
     except RuntimeError:
-        raise ValueError(
-            "no parameter values in the box make every body physically consistent"
-        ) from None
-    if not lmi.feasible(theta + dx, 1e-6):
+        point = None
+    if point is None or not lmi.feasible(point, 1e-6):
         raise ValueError("no parameter values in the box make every body physically consistent")
-    return theta + dx
+    return point

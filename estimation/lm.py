@@ -324,7 +324,8 @@ def solve_factored(
         Yg = cho_solve_banded((sys.chol, False), gx.reshape(n * d), check_finite=False)
     s = gp - sys.F.T @ Yg
     dtheta = _box_qp(sys.S, s, lo, hi) if len(gp) else np.zeros(0)
-    if lmi is not None and not lmi.feasible(theta + dtheta, 0.0):
+    # 1e-12: a θ left exactly on a face by the last step reads −1e-17 from round-off.
+    if lmi is not None and not lmi.feasible(theta + dtheta, 1e-12):
         try:
             dtheta = constrained_step(sys.S, s, lo, hi, lmi, theta)
         except RuntimeError:
