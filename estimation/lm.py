@@ -121,9 +121,6 @@ class LMResult:
     history: list[float] = field(default_factory=list)
     lin: Linearization | None = None
     warmup_iterations: int = 0  # states-only iterations before the joint ones
-    # The θ LM started from: θ_0 clipped to the box and, if its bodies were not physically
-    # consistent, moved to the nearest consistent point (in θ's coordinates).
-    theta_start: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------- normal equations (arrow)
@@ -395,7 +392,6 @@ def levenberg_marquardt(
     lmi = getattr(problem, "consistency", None)
     if lmi is not None and not lmi.feasible(theta):
         theta = nearest_consistent(theta, lo, hi, lmi)
-    start = theta.copy()
     warm = 0
     if settings.warmup_iter > 0 and len(theta):
         pre = levenberg_marquardt(
@@ -488,7 +484,7 @@ def levenberg_marquardt(
     lin = _scale_lin(lin, 1.0 / sc)
     # A bound reached in the scaled coordinates is the bound itself, not its round-off image.
     theta = np.where(theta <= lo, lo0, np.where(theta >= hi, hi0, theta * sc))
-    return LMResult(X, theta, cost, it, converged, reason, history, lin, warm, start)
+    return LMResult(X, theta, cost, it, converged, reason, history, lin, warm)
 
 
 def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, lmi=None, t=0.1):

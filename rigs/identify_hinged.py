@@ -143,8 +143,8 @@ def build_problem(
     obs_w = series["present"] * weights[None, :]
     lmi = None
     if rig.bodies is not None and names and settings["physical_consistency"]:
-        start = np.array([rig.values[k] for k in names]) / scale
-        lmi = inertia_lmi(rig.bodies, rig.values, names, scale, start)
+        reference = np.array([rig.values[k] for k in names]) / scale
+        lmi = inertia_lmi(rig.bodies, rig.values, names, scale, reference)
     problem = HingedProblem(
         rig, tuple(names), scale, lower, upper, series["y"], obs_w.astype(float),
         series["u"], settings["h"], settings["kappa"], markers, sigma_ref, lmi,
@@ -309,7 +309,7 @@ def identify_series(
             "cv_costs": cv_costs,
             "tau": _taus(rig),
             "markers": [mk.m if mk is not None else 0 for mk in marks],
-            "consistency": _consistency_report(problem, res, cov),
+            "consistency": _consistency_report(problem, res, cov, theta0),
             **extra,
         },
     )
@@ -337,8 +337,9 @@ def _consistent_start(spec: RigSpec, problem: HingedProblem, theta0, say) -> np.
     return start
 
 
-def _consistency_report(problem: HingedProblem, result, cov: Covariance) -> dict:
-    """estimate.json's account of the physical-consistency constraint."""
+def _consistency_report(problem: HingedProblem, result, cov: Covariance, theta0) -> dict:
+    """estimate.json's account of the physical-consistency constraint; ``theta0`` is the
+    start LM was given (``_consistent_start``)."""
     lmi = problem.consistency
     if lmi is None:
         return {"enforced": False}
@@ -349,9 +350,7 @@ def _consistency_report(problem: HingedProblem, result, cov: Covariance) -> dict
         "min_eigenvalue": lmi.min_eigenvalues(result.theta).tolist(),
         "on_boundary": list(cov.on_consistency_face),
         # The values LM started from (the spec's initial values unless they were inconsistent)
-        "start": dict(
-            zip(problem.names, (result.theta_start * problem.scale).tolist(), strict=True)
-        ),
+        "start": dict(zip(problem.names, (theta0 * problem.scale).tolist(), strict=True)),
     }
 
 
