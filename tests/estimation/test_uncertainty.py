@@ -61,9 +61,25 @@ def _dense_covariance(lin: Linearization, keep) -> np.ndarray:
 def test_covariance_equals_dense_reference():
     lin = _random_linearization()
     cov = parameter_covariance(lin, np.ones(P), np.ones(P))
-    # The banded solve is regularized by 1e-12 of the largest diagonal: agreement to 1e-8.
+    # The banded solve is regularized by 1e-12 of each diagonal entry: agreement to 1e-8.
     np.testing.assert_allclose(cov.cov, _dense_covariance(lin, [0, 1, 2]), rtol=1e-8)
     assert np.all(cov.at_bound == "")
+
+
+def test_covariance_ignores_the_scale_of_state_components():
+    # Scaling a state component's Jacobian columns (a stiff hinge row at large κ is ~10⁸ times
+    # the free rotation's) changes neither the range of J_x nor T, so neither may it change
+    # Λ. A regularization relative to the largest diagonal entry was 87 % off here; relative
+    # to each row's own it holds to 1e-7 (the dense reference's lstsq on columns 10⁸ apart
+    # loses about that much).
+    lin = _random_linearization(1)
+    stiff = np.array([1e8, 1.0])
+    lin = lin._replace(
+        dyn_A=lin.dyn_A * stiff, dyn_B=lin.dyn_B * stiff, obs_A=lin.obs_A * stiff,
+        init_A=lin.init_A * stiff,
+    )  # fmt: skip
+    cov = parameter_covariance(lin, np.ones(P), np.ones(P))
+    np.testing.assert_allclose(cov.cov, _dense_covariance(lin, [0, 1, 2]), rtol=1e-7)
 
 
 def test_parameter_on_its_bound_is_held_and_flagged():
