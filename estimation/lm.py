@@ -422,7 +422,7 @@ def levenberg_marquardt(
     history = [cost]
     reason, converged = "iteration limit", False
     for it in range(1, settings.max_iter + 1):
-        nu, rho = 2.0, 0.0
+        nu, rho, raised = 2.0, 0.0, False
         while True:
             damped = factor_damped(ne, alpha)
             dxi, dth = solve_factored(damped, ne.gx, ne.gp, lo - theta, hi - theta, lmi, theta)
@@ -437,7 +437,7 @@ def levenberg_marquardt(
                 )
                 if ratio > settings.geodesic_ratio and alpha < settings.alpha_max:
                     nu = min(2 * nu, settings.alpha_max)
-                    alpha = min(nu * alpha, settings.alpha_max)
+                    alpha, raised = min(nu * alpha, settings.alpha_max), True
                     continue
                 dxi, dth = dxi + 0.5 * acc[0], dth + 0.5 * acc[1]
             dx = dxi * sx
@@ -450,14 +450,21 @@ def levenberg_marquardt(
             if rho > 0 or alpha >= settings.alpha_max or pred < 1e-2 * settings.eps_f * cost:
                 break
             nu = min(2 * nu, settings.alpha_max)
-            alpha = min(nu * alpha, settings.alpha_max)
+            alpha, raised = min(nu * alpha, settings.alpha_max), True
         step_norm = float(np.sqrt(np.sum(dxi**2) + np.sum(dth**2)))
         grad_norm = float(
             np.sqrt(np.sum(ne.gx**2) + np.sum(ne.gp[(lo < theta) & (theta < hi)] ** 2))
         )
-        if rho <= 0 and pred < 1e-2 * settings.eps_f * cost:
+        if rho <= 0 and pred < 1e-2 * settings.eps_f * cost and not raised:
             # The model itself promises (almost) nothing: at the noise floor of the cost.
             reason, converged = "predicted decrease below eps_f", True
+            it -= 1
+            break
+        if rho <= 0 and pred < 1e-2 * settings.eps_f * cost:
+            # The promise fell that low only because failed trials raised α: a stall, not a
+            # minimum (e.g. κ = 1e6 straight from filtered data, at 5000× the noise floor).
+            reason = "no decrease: damped steps promise less than eps_f"
+            converged = grad_norm <= settings.eps_g
             it -= 1
             break
         if rho <= 0:

@@ -44,6 +44,23 @@ def identified(tmp_path_factory):
     return est, base / "out"
 
 
+def test_large_kappa_from_filtered_data_is_not_called_converged(identified, tmp_path):
+    # Started at κ = 1e6 from the filtered angles, LM's first joint step lands at ~5000
+    # times the noise floor and no damped step decreases the cost from there (the reason
+    # kappa_final raises κ in stages). That is a stall: estimate.json must not say
+    # "converged", as it did when α had only been raised until the promise vanished.
+    _, out = identified
+    spec = load_spec("pendulum")
+    eps_fric = {"value": spec.value("eps_fric", "rad/N m s"), "unit": "rad/N m s"}
+    spec = dataclasses.replace(
+        spec, method=dict(spec.method, lm_tau=1e-9, eps_fric=eps_fric, kappa=1e6)
+    )
+    log = out.parent / "sim1" / "log.csv"
+    est = pendulum.identify(spec, [log], tmp_path, Console(quiet=True))
+    assert not est.converged, est.extra["stop_reason"]
+    assert est.extra["stop_reason"].startswith("no decrease")
+
+
 def test_pendulum_parameters_recovered(identified):
     est, _ = identified
     for name, truth in TRUTH.items():
