@@ -212,6 +212,7 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
     if unexcited:
         parts.append(f'<p class="warn">Directions the data do not excite: {esc(unexcited)}</p>')
     parts += _consistency_note(estimate.extra.get("consistency") or {})
+    parts += _kappa_note(estimate.extra.get("kappa_stages") or [])
     parts += ["<h2>Data and fit</h2>", _fit_section(estimate, folder)]
     impulses = estimate.extra.get("impulses")
     if impulses:
@@ -235,6 +236,19 @@ def _consistency_note(info: dict) -> list[str]:
             "have (check the fixed inertias and the model).</p>"
         ]
     return [f"<p>Physical consistency enforced ({esc(bodies)}): not binding at the fit.</p>"]
+
+
+def _kappa_note(stages: list[dict]) -> list[str]:
+    """One line when κ was raised in stages (``[method] kappa_final``): the values are those
+    of the last stage, which trusts the model most."""
+    if len(stages) < 2:
+        return []
+    kappas = " → ".join(f"{s['kappa']:g}" for s in stages)
+    iterations = " + ".join(str(s["iterations"]) for s in stages)
+    return [
+        f"<p>κ raised in stages ({esc(kappas)}; {esc(iterations)} iterations): the values "
+        "are those at the last κ, which trusts the model to the noise level.</p>"
+    ]
 
 
 def _fit_section(estimate: Estimate, folder: Path) -> str:

@@ -1,6 +1,6 @@
 """HTML report builders (estimation.report): what a reader must be able to see."""
 
-from estimation.report import _consistency_note, index_page, parameter_rows
+from estimation.report import _consistency_note, _kappa_note, index_page, parameter_rows
 
 
 def summary(name, value, std, truth, identifiable=True, status="ok"):
@@ -54,3 +54,11 @@ def test_a_body_on_the_consistency_boundary_is_named():
     assert "not binding" in calm[0]
     hit = _consistency_note({"enforced": True, "bodies": ["arm A"], "on_boundary": ["arm A"]})
     assert 'class="warn"' in hit[0] and "on its boundary: arm A" in hit[0]
+
+
+def test_kappa_stages_are_said_only_when_there_were_several():
+    assert _kappa_note([]) == []
+    assert _kappa_note([{"kappa": 100.0, "iterations": 7}]) == []
+    stages = [{"kappa": 100.0, "iterations": 7}, {"kappa": 1e3, "iterations": 4}]
+    (line,) = _kappa_note(stages)
+    assert "100 → 1000" in line and "7 + 4 iterations" in line
