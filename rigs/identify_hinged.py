@@ -206,6 +206,9 @@ def reference_noise(spec: RigSpec, channels) -> float:
     return min(sig) if sig else 1e-3
 
 
+KAPPA_STEP = 10.0  # factor between successive κ stages
+
+
 def kappa_schedule(settings: dict) -> list[float]:
     """The κ values LM is solved at in turn: ``kappa``, then ten times more per stage up to
     ``kappa_final`` (just ``[kappa]`` when they are equal, the default).
@@ -224,9 +227,6 @@ def kappa_schedule(settings: dict) -> list[float]:
     if final > stages[-1] * (1 + 1e-9):
         stages.append(final)
     return stages
-
-
-KAPPA_STEP = 10.0
 
 
 def solve_continued(
@@ -293,33 +293,23 @@ def identify_series(
     labels = labels or [f"series {i}" for i in range(len(series_list))]
     marks = _marker_list(markers, len(series_list))
     sigma_ref = reference_noise(spec, rig.channels)
-    problem, X0 = build_problem(
-        rig, spec, names, series_list[0], settings, None, marks[0], sigma_ref
-    )
-    theta0 = np.array([spec.parameters[k].initial for k in names]) / problem.scale
     n = len(series_list[0]["grid"])
     say(f"identifying {', '.join(names)} from {labels[0]} ({n} steps of {h:g} s)")
     start = time.perf_counter()
+    scale = np.array([_scale(spec.parameters[k]) for k in names])
 
     def on_iteration(it, cost, alpha, theta):
-        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * problem.scale, strict=True))
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
         say(f"  iteration {it:3d}  cost/step {cost / n:.4e}  α {alpha:.2e}  {shown}")
 
-    lm = lm_settings(settings)
-    theta0 = _consistent_start(spec, problem, theta0, say)
-    schedule = kappa_schedule(settings)
+    def initial(problem):
+        theta0 = np.array([spec.parameters[k].initial for k in names]) / problem.scale
+        return _consistent_start(spec, problem, theta0, say)
 
-    def at_kappa(kappa):
-        if kappa == settings["kappa"]:
-            return problem
-        return build_problem(
-            rig, spec, names, series_list[0], {**settings, "kappa": kappa}, None, marks[0],
-            sigma_ref,
-        )[0]  # fmt: skip
-
-    problem, res, stages, history = solve_continued(
-        at_kappa, X0, theta0, lm, schedule, say, on_iteration
-    )
+    problem, res, stages, history, theta0 = _fit_series(
+        rig, spec, names, series_list[0], settings, None, marks[0], sigma_ref, initial,
+        say, on_iteration,
+    )  # fmt: skip
     iterations = sum(s["iterations"] for s in stages)
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {iterations} iterations, {time.perf_counter() - start:.1f} s")
@@ -459,18 +449,10 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
     values = {k: float(v) for k, v in zip(names, result.theta * problem.scale, strict=True)}
     sigma_ref = reference_noise(spec, rig.channels)
     marks = halve_markers(markers)
-
-    def at_kappa(kappa):
-        return build_problem(
-            rig, spec, names, half, {**settings, "kappa": kappa}, values, marks, sigma_ref
-        )
-
-    refit, X0 = at_kappa(settings["kappa"])
-    theta0 = np.array([values[k] for k in names]) / refit.scale
-    schedule = kappa_schedule(settings)
-    refit, res, _, _ = solve_continued(
-        lambda k: at_kappa(k)[0], X0, theta0, lm_settings(settings), schedule
-    )
+    refit, res, *_ = _fit_series(
+        rig, spec, names, half, settings, values, marks, sigma_ref,
+        lambda p: np.array([values[k] for k in names]) / p.scale,
+    )  # fmt: skip
     return res.theta * refit.scale
 
 
@@ -510,18 +492,31 @@ def estimate_states(spec: RigSpec, rig, series: dict, values: dict, markers=None
     the cost per step is ``result.cost / len(series["grid"])``."""
     settings = method_settings(spec)
     sigma_ref = reference_noise(spec, rig.channels)
-
-    def at_kappa(kappa):
-        return build_problem(
-            rig, spec, [], series, {**settings, "kappa": kappa}, values, markers, sigma_ref
-        )
-
-    X0 = at_kappa(settings["kappa"])[1]
-    schedule = kappa_schedule(settings)
-    problem, res, _, _ = solve_continued(
-        lambda k: at_kappa(k)[0], X0, np.zeros(0), lm_settings(settings), schedule
+    problem, res, *_ = _fit_series(
+        rig, spec, [], series, settings, values, markers, sigma_ref, lambda _: np.zeros(0)
     )
     return problem, res
+
+
+def _fit_series(
+    rig, spec, names, series, settings, values, markers, sigma_ref, start, say=None,
+    on_iteration=None,
+):  # fmt: skip
+    """LM on ``series`` through the κ schedule, from θ = ``start(problem)`` and the initial
+    states of Section 4.4. Returns the problem at the last κ, its LMResult, the stages and
+    cost history of ``solve_continued``, and the θ it started from."""
+    first, X0 = build_problem(rig, spec, names, series, settings, values, markers, sigma_ref)
+    theta0 = start(first)
+
+    def at_kappa(kappa):
+        if kappa == settings["kappa"]:
+            return first
+        changed = {**settings, "kappa": kappa}
+        return build_problem(rig, spec, names, series, changed, values, markers, sigma_ref)[0]
+
+    schedule = kappa_schedule(settings)
+    out = solve_continued(at_kappa, X0, theta0, lm_settings(settings), schedule, say, on_iteration)
+    return (*out, theta0)
 
 
 def _marker_list(markers, count: int) -> list:
