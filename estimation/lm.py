@@ -462,7 +462,8 @@ def levenberg_marquardt(
             break
         if rho <= 0 and pred < 1e-2 * settings.eps_f * cost:
             # The promise fell that low only because failed trials raised α: a stall, not a
-            # minimum (e.g. κ = 1e6 straight from filtered data, at 5000× the noise floor).
+            # minimum (e.g. κ = 1e6 straight from filtered data, the cost 10⁶ times the
+            # noise floor).
             reason = "no decrease: damped steps promise less than eps_f"
             converged = grad_norm <= settings.eps_g
             it -= 1

@@ -45,7 +45,7 @@ def identified(tmp_path_factory):
 
 
 def test_large_kappa_from_filtered_data_is_not_called_converged(identified, tmp_path):
-    # Started at κ = 1e6 from the filtered angles, LM's first joint step lands at ~5000
+    # Started at κ = 1e6 from the filtered angles, LM's first joint step lands at ~10⁶
     # times the noise floor and no damped step decreases the cost from there (the reason
     # kappa_final raises κ in stages). That is a stall: estimate.json must not say
     # "converged", as it did when α had only been raised until the promise vanished.
@@ -69,7 +69,7 @@ def test_pendulum_parameters_recovered(identified):
         assert abs(p.value - truth) < 4 * p.std, (name, p.value, p.std)
         assert p.identifiable
         # … and, with 1e-5 rad noise, every parameter within 1e-3 relative (issue 3). The
-        # tolerance is 7 times b's Cramér–Rao std, 10⁶ times J's.
+        # tolerance is 7 times b's Cramér–Rao std, ~6000 times J's.
         assert p.value == pytest.approx(truth, rel=1e-3), name
 
 
