@@ -131,8 +131,12 @@ def series_on_grid(stream, channels, h: float, path) -> dict:
     }
 
 
+def parameter_scale(spec: RigSpec, names) -> np.ndarray:
+    """χ = scale · θ per parameter: its initial value, or its box width if that is zero."""
+    return np.array([_scale(spec.parameters[k]) for k in names])
+
+
 def _scale(p) -> float:
-    """Magnitude θ is scaled by: the initial value, or the box width if that is zero."""
     if p.initial != 0:
         return abs(p.initial)
     width = p.upper - p.lower
@@ -146,7 +150,7 @@ def build_problem(
     weights = channel_weights(spec, rig.channels)
     rig = _with_values(rig, {**estimation_values(rig, names, settings), **(values or {})})
     ps = spec.parameters
-    scale = np.array([_scale(ps[k]) for k in names])
+    scale = parameter_scale(spec, names)
     lower = np.array([ps[k].lower for k in names]) / scale if names else np.zeros(0)
     upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
     obs_w = series["present"] * weights[None, :]
@@ -296,7 +300,7 @@ def identify_series(
     n = len(series_list[0]["grid"])
     say(f"identifying {', '.join(names)} from {labels[0]} ({n} steps of {h:g} s)")
     start = time.perf_counter()
-    scale = np.array([_scale(spec.parameters[k]) for k in names])
+    scale = parameter_scale(spec, names)  # the problems' scale, known before they are built
 
     def on_iteration(it, cost, alpha, theta):
         shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
