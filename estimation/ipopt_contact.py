@@ -304,11 +304,6 @@ def _warm_start(t, t_m, q_m, geometry: ContactGeometry, s: IpoptSettings):
     pn = np.maximum(np.sum(acc * Nb[:, :2], axis=1), 0.0)
     pt = np.clip(np.sum(acc * Tp[:, :2], axis=1), -s.mu_initial * pn, s.mu_initial * pn)
     lam = np.abs(np.sum(Tp * v[1:], axis=1))
-    import os
-
-    if os.environ.get("WSOLD"):
-        pt = np.sum(acc * Tp[:, :2], axis=1)
-        lam = 0 * lam
     return q, v, np.vstack([pn, np.maximum(pt, 0.0), np.maximum(-pt, 0.0), lam])
 
 
