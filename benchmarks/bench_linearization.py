@@ -6,7 +6,13 @@ Prints the median and minimum wall time of ``--calls`` calls each (interleaved),
 faults and system time per call: with one vmap XLA allocates temporaries of n × 60 tangents
 of every intermediate, fresh pages from the OS on each call.
 
+``--split`` compares instead, at each ``--chunks`` size, the dynamics Jacobian as one jacfwd
+over (δ_k, δ_{k+1}, θ) (60 tangents through the whole residual) with the split one: a jacfwd
+over (δ_k, θ) and one over δ_{k+1} alone (``_Model(split=True)``, the default), whose 24
+tangents skip the mass blocks and hinge rows.
+
     .venv/bin/python benchmarks/bench_linearization.py [--calls 15] [--chunks 16 64 256]
+    .venv/bin/python benchmarks/bench_linearization.py --split [--calls 21]
 """
 
 from __future__ import annotations
@@ -41,26 +47,46 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=15)
     ap.add_argument("--chunks", type=int, nargs="*", default=[JACOBIAN_CHUNK])
+    ap.add_argument(
+        "--split", action="store_true", help="one jacfwd vs split jacfwd of the dynamics blocks"
+    )
     args = ap.parse_args()
     prob, X0, theta0, _ = furuta13_problem()
     theta = jnp.asarray(theta0)
     m = prob.model
-    variants = {"vmap (all steps)": None, **{f"chunks of {c}": c for c in args.chunks}}
-    models = {k: _Model(m.rig, m.names, m.h, m.markers, chunk=c) for k, c in variants.items()}
+    if args.split:  # (chunk, split) per variant; the first is the baseline
+        variants = {
+            f"{'split' if s else 'one'} jacfwd, chunks of {c}": (c, s)
+            for c in args.chunks
+            for s in (False, True)
+        }
+    else:
+        variants = {
+            "vmap (all steps)": (None, True),
+            **{f"chunks of {c}": (c, True) for c in args.chunks},
+        }
+    models = {
+        k: _Model(m.rig, m.names, m.h, m.markers, chunk=c, split=s)
+        for k, (c, s) in variants.items()
+    }
     for model in models.values():  # compile
         jax.block_until_ready(model.lin(X0, theta, prob._args))
     runs = {k: [] for k in models}
     for _ in range(args.calls):
         for k, model in models.items():
             runs[k].append(one_call(model, prob, X0, theta))
-    print(f"furuta13, n = {prob.y.shape[0]} steps; {args.calls} calls each, interleaved")
-    base = statistics.median(r[0] for r in runs["vmap (all steps)"])
+    print(
+        f"furuta13, n = {prob.y.shape[0]} steps; {args.calls} calls each, interleaved"
+        f" (xN: speed-up over {next(iter(runs))})"
+    )
+    base = statistics.median(r[0] for r in next(iter(runs.values())))
+    width = max(map(len, runs))
     for k, r in runs.items():
         wall = statistics.median(x[0] for x in r)
         faults = statistics.median(x[1] for x in r)
         sys_s = statistics.median(x[2] for x in r)
         print(
-            f"  {k:18s} median {wall * 1e3:7.1f} ms  min {min(x[0] for x in r) * 1e3:7.1f} ms"
+            f"  {k:{width}s} median {wall * 1e3:7.1f} ms  min {min(x[0] for x in r) * 1e3:7.1f} ms"
             f"  faults/call {faults:8.0f}  sys/call {sys_s * 1e3:6.1f} ms  x{base / wall:.2f}"
         )
 

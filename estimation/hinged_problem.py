@@ -11,8 +11,11 @@ Weighted residual blocks (Ω⁻¹ = κI, R⁻¹ = diag(per-channel weight), Sect
 
 Jacobians (Appendix B): each block is a function of the local tangent increments δ_k, δ_{k+1}
 (x ⊞ δ at δ = 0, the D.2 JVP makes this exact for rotations) and θ. ``jax.jacfwd`` of one
-block pushes 2d + p tangent directions through it and ``vmap`` runs all blocks at once — the
-compressed E-matrix of (B.1–B.3): the number of JVPs is 2d + p whatever n is.
+block pushes its tangent directions through it and ``vmap`` runs all blocks at once — the
+compressed E-matrix of (B.1–B.3): the number of JVPs is 2d + p whatever n is. The dynamics
+block takes them in two groups, d + p for (δ_k, θ) and d for δ_{k+1}, because δ_{k+1} does not
+reach the mass blocks and hinge rows (1.3× per linearization, ``benchmarks/bench_linearization.py
+--split``).
 
 Compilation: the jitted functions depend only on the model's *structure* (system, parameter
 names, h, which observations); every number (fixed values, scale, κ, data) is an argument.
@@ -76,6 +79,8 @@ class _Model:
     """The static structure of a problem and its pure residual functions.
 
     Arguments of every function: ``a`` = dict(values, scale, kappa, y, w, u[, cam, uv, mw]).
+    ``split=False`` linearizes the dynamics blocks with one jacfwd over all 2d + p tangents
+    (the peer of ``benchmarks/bench_linearization.py --split``; same values to round-off).
     """
 
     def __init__(
@@ -85,8 +90,9 @@ class _Model:
         h: float,
         markers: tuple | None,
         chunk: int | None = JACOBIAN_CHUNK,
+        split: bool = True,
     ):
-        self.rig, self.names, self.h, self.chunk = rig, names, h, chunk
+        self.rig, self.names, self.h, self.chunk, self.split = rig, names, h, chunk, split
         self.nb = rig.system.n_bodies
         self.d = 12 * self.nb
         self.markers = markers  # (model, body tuple) or None
@@ -193,8 +199,19 @@ class _Model:
             def f(dk, dk1, th):
                 return self._dyn(a, th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)
 
-            jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
-            return (val, *jac)
+            if not self.split:  # one jacfwd: 2d + p tangents through the whole residual
+                jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
+                return (val, *jac)
+            # δ_{k+1} enters only through q_{k+1} (h⁻¹ q_{k+1} ⊟ q_k) and v_{k+1} (M v_{k+1} and
+            # the impulses, piecewise linear in v_{k+1}); mass blocks, hinge rows and forces
+            # depend on (q_k, v_k, θ) only. In a jacfwd of its own, with δ_k and θ constants,
+            # those get symbolic-zero tangents: d + p tangents through the whole residual and d
+            # through the cheap rest, instead of 2d + p through all of it.
+            (jA, jC), val = jax.jacfwd(
+                with_value(lambda dk, th: f(dk, z, th)), argnums=(0, 1), has_aux=True
+            )(z, theta)
+            jB = jax.jacfwd(lambda dk1: f(z, dk1, theta))(z)
+            return val, jA, jB, jC
 
         dr, dA, dB, dC = _chunked_vmap(dyn_block, self.chunk)(
             r[:-1], e[:-1], v[:-1], r[1:], e[1:], v[1:], a["u"]
