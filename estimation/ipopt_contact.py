@@ -230,7 +230,9 @@ def identify_contact(
         penalty_raised = _fit_is_plausible(stiffer, tried)
         if penalty_raised:
             problem, sol = stiffer, tried
-    if breaks_coulomb(sol) and settings.retry_mu_initial is not None:
+    # (The restart after a failed chi^2 test, with the same weights, already was this one.)
+    fresh = penalty_raised or not restarts
+    if fresh and breaks_coulomb(sol) and settings.retry_mu_initial is not None:
         # Second cause: a local minimum (mu = 0.5, 240 fps, noise seed 1: the first impact
         # sticking at |c_t|/c_n = 0.63, friction along the slip in the next step, mu = 1.60,
         # objective 250.9); from the tighter initial cone: mu = 0.53, objective 231.7.
