@@ -14,8 +14,8 @@ Jacobians (Appendix B): each block is a function of the local tangent increments
 block pushes its tangent directions through it and ``vmap`` runs all blocks at once — the
 compressed E-matrix of (B.1–B.3): the number of JVPs is 2d + p whatever n is. The dynamics
 block takes them in two groups, d + p for (δ_k, θ) and d for δ_{k+1}, because δ_{k+1} does not
-reach the mass blocks and hinge rows (1.3× per linearization, ``benchmarks/bench_linearization.py
---split``).
+reach the mass blocks and hinge rows (1.14× median, 1.45× minimum per linearization on an idle
+machine, 1.15× per 13-parameter fit; ``benchmarks/bench_linearization.py --split``).
 
 Compilation: the jitted functions depend only on the model's *structure* (system, parameter
 names, h, which observations); every number (fixed values, scale, κ, data) is an argument.
