@@ -199,8 +199,11 @@ def identify_contact(
     wall, iterations = sol["wall"], sol["iterations"]
     frame_t = problem.t[problem.frame_index]
 
-    def breaks_coulomb(sol) -> bool:
+    def breaks_coulomb(sol) -> bool:  # some fine step misses (18) by > 5 % of mu c_n
         return bool(contact_steps(sol["parts"], frame_t, settings).off_law.any())
+
+    def impact_breaks_coulomb(sol) -> bool:  # some whole impact misses (18) visibly
+        return bool(impacts(sol["parts"], frame_t, settings).off_law.any())
 
     restarts = []
     if not _fit_is_plausible(problem, sol) and settings.retry_mu_initial is not None:
@@ -232,10 +235,17 @@ def identify_contact(
             problem, sol = stiffer, tried
     # (The restart after a failed chi^2 test, with the same weights, already was this one.)
     fresh = penalty_raised or not restarts
-    if fresh and breaks_coulomb(sol) and settings.retry_mu_initial is not None:
-        # Second cause: a local minimum (mu = 0.5, 240 fps, noise seed 1: the first impact
-        # sticking at |c_t|/c_n = 0.63, friction along the slip in the next step, mu = 1.60,
-        # objective 250.9); from the tighter initial cone: mu = 0.53, objective 231.7.
+    if fresh and impact_breaks_coulomb(sol) and settings.retry_mu_initial is not None:
+        # Second cause: a local minimum. mu = 0.5, 240 fps, noise seed 1: the first impact
+        # (two fine steps) enters and leaves slipping forward (3.1 and 1.9 m/s), so it slid
+        # throughout, yet its total |c_t|/c_n is 0.49 with mu = 1.61 (the fit made it stick
+        # in one step and pushed friction along the slip in the next): a miss of 5.7 m/s
+        # against a velocity noise of 0.34 m/s; objective 249.5. From the tighter initial
+        # cone: mu = 0.531, objective 232.5. The test is on whole impacts, not fine steps:
+        # the frames do not resolve how an impact is split over fine steps, and a per-step
+        # test (``breaks_coulomb``) fired on the benchmark throw (mu = 0.3, 240 fps, seed 0)
+        # for a first impact 12 % inside the cone in one step, 0.16 m/s in total, and a
+        # 0.04 m/s impulse beside it, and paid a second solve that was not kept.
         weights = raised if penalty_raised else settings
         problem, sol, other = _better(problem, sol, t_m, q_m, geometry, weights, "coulomb")
         restarts.append(other)
@@ -312,6 +322,54 @@ def contact_steps(parts: dict, frame_t, settings: IpoptSettings) -> ContactSteps
     sliding = slipping & (miss <= 0.02 * mu * pn)
     off_law = slipping & (miss > 0.05 * mu * pn)
     return ContactSteps(contact, resolved, ratio, slipping, sliding, off_law)
+
+
+class Impacts(NamedTuple):
+    """The contact of a solution as the frames see it: one entry per run of consecutive
+    contact steps (``ContactSteps.contact``), an impact or a stretch of contact.
+
+    The frames give velocities only between frames, so they see an impact's total impulse
+    and the slip before and after it, not how the fit splits it over fine steps. ``first``,
+    ``last``: its fine steps; ``pn``, ``pt``: total impulse per unit mass (m/s);
+    ``slip_before``, ``slip_after``: u_t entering and leaving it (m/s; NaN at the window's
+    start). ``slides``: it slipped in one direction throughout — visible slip (above 3 times
+    the frames' velocity noise) of one sign before and after. Under Coulomb's law a slip that
+    stops during an impact sticks or reverses; it cannot resume in the same direction (the
+    slip rate is linear in the friction ratio, so where -mu c_n stopped it a ratio inside
+    the cone holds it), so such an impact had friction -mu c_n sign(u_t) at every instant
+    of (18), and in total. ``miss``: |pt + mu pn sign(u_t)| where it slides, else 0 (m/s).
+    ``off_law``: the miss exceeds 3 times the velocity noise, so the data see the violation.
+    """
+
+    first: np.ndarray
+    last: np.ndarray
+    pn: np.ndarray
+    pt: np.ndarray
+    slip_before: np.ndarray
+    slip_after: np.ndarray
+    slides: np.ndarray
+    miss: np.ndarray
+    off_law: np.ndarray
+
+
+def impacts(parts: dict, frame_t, settings: IpoptSettings) -> Impacts:
+    """Group the contact steps of a solution's ``parts`` into ``Impacts`` and check (18) on
+    each whole impact."""
+    pn, pt, ut, mu = parts["pn"], parts["pt"], parts["ut"], float(parts["mu"])
+    noise = 3.0 * slip_noise(frame_t, settings.sigma_pos)
+    contact = np.r_[False, contact_steps(parts, frame_t, settings).contact, False]
+    edges = np.flatnonzero(np.diff(contact.astype(int)))
+    first, last = edges[0::2], edges[1::2] - 1
+    cum_pn, cum_pt = np.r_[0.0, np.cumsum(pn)], np.r_[0.0, np.cumsum(pt)]
+    total_pn, total_pt = cum_pn[last + 1] - cum_pn[first], cum_pt[last + 1] - cum_pt[first]
+    # u_t of step k is the slip at its end, so the slip entering step i is u_t of step i - 1.
+    before = np.where(first > 0, ut[np.maximum(first - 1, 0)], np.nan)
+    after = ut[last]
+    with np.errstate(invalid="ignore"):  # NaN before the window's first step: not sliding
+        slides = (np.abs(before) > noise) & (np.abs(after) > noise)
+    slides &= np.sign(before) == np.sign(after)
+    miss = np.where(slides, np.abs(total_pt + mu * total_pn * np.sign(after)), 0.0)
+    return Impacts(first, last, total_pn, total_pt, before, after, slides, miss, miss > noise)
 
 
 def _better(problem, sol, t_m, q_m, geometry, settings, reason: str):
