@@ -375,8 +375,16 @@ def impacts(parts: dict, frame_t, settings: IpoptSettings) -> Impacts:
 def _better(problem, sol, t_m, q_m, geometry, settings, reason: str):
     """Solve once more from the warm start with the tighter initial cone
     ``settings.retry_mu_initial`` (same weights) and keep the lower objective: (problem,
-    solution, record of the restart for ``stats``)."""
-    retry = build_nlp(t_m, q_m, geometry, replace(settings, mu_initial=settings.retry_mu_initial))
+    solution, record of the restart for ``stats``).
+
+    The initial cone changes only the start point (mu^0 and the clipping of the warm start's
+    tangential impulses), not the NLP, so the step-wise NLP is not built again (~1 s for
+    1200 steps): its solver is reused with the new start."""
+    tighter = replace(settings, mu_initial=settings.retry_mu_initial)
+    if settings.structure == "stepwise":
+        retry = replace(problem, x0=_initial_point(problem.t, t_m, q_m, geometry, tighter)[0])
+    else:
+        retry = build_nlp(t_m, q_m, geometry, tighter)
     other = _solve(retry, retry.x0)
     record = {
         "mu_initial": settings.retry_mu_initial,
@@ -421,6 +429,8 @@ def _fit_is_plausible(problem: _Problem, sol: dict) -> bool:
 
 def _solve(problem: _Problem, x0: np.ndarray) -> dict:
     """Run IPOPT on ``problem`` from ``x0``; the solution, its parts and IPOPT's statistics."""
+    if problem.callback is not None:  # the solver may have run before (a restart)
+        problem.callback.reset()
     t0 = time.perf_counter()
     sol = problem.solver(x0=x0, lbx=problem.lbx, ubx=problem.ubx, lbg=problem.lbg, ubg=problem.ubg)
     wall = time.perf_counter() - t0
@@ -555,9 +565,13 @@ class _ParameterStop(ca.Callback):
         self.nx, self.ng, self.n_eq = nx, ng, n_eq
         self.window, self.rtol, self.atol, self.ctol = window, rtol, atol, ctol
         self.ftol = ftol
+        self.reset()
+        self.construct("parameter_stop", {})
+
+    def reset(self) -> None:
+        """Forget the iterates of an earlier solve."""
         self.history: list[tuple[float, float, float]] = []
         self.stopped = False
-        self.construct("parameter_stop", {})
 
     def get_n_in(self):
         return ca.nlpsol_n_out()
@@ -636,6 +650,16 @@ def _step_function(geometry: ContactGeometry) -> ca.Function:
     return ca.Function("step27", [qk, vk, vk1, p, r_hat, mu, h], [eq, ineq, gam_gap, gam_fric])
 
 
+def _initial_point(t, t_m, q_m, geometry: ContactGeometry, s: IpoptSettings):
+    """Start of the step-wise NLP on the fine grid ``t``, in ``build_nlp``'s variable order
+    (r_hat, mu, v^0, q^0..q^N, (p_n, dp, lambda) per step), and the warm start's velocities
+    [N+1, 3] (m/s; they set the penalty scale V)."""
+    q_init, v_init, p4 = _warm_start(t, t_m, q_m, geometry, s)
+    p_init = np.vstack([p4[0], p4[1] - p4[2], p4[3]])
+    start = [s.j_over_m_initial / geometry.a**2, s.mu_initial]
+    return np.concatenate([start, v_init[0], q_init.ravel(), p_init.ravel("F")]), v_init
+
+
 def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem:
     """Build NLP (27) with the weighting rule of the module docstring.
 
@@ -653,8 +677,7 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
     h = np.diff(t)
     a2 = geometry.a**2
     geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
-    q_init, v_init, p4 = _warm_start(t, t_m, q_m, geometry, s)
-    p_init = np.vstack([p4[0], p4[1] - p4[2], p4[3]])
+    x0, v_init = _initial_point(t, t_m, q_m, geometry, s)
     w_gap, w_fric = _penalty_weights(t_m, v_init, s)
 
     r_hat, mu = ca.SX.sym("r_hat"), ca.SX.sym("mu")
@@ -673,9 +696,6 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
     g_all = ca.vertcat(ca.vec(eq), ca.vec(ineq), g_last)
     n_eq, n_in = 3 * N, 5 * N + 1
 
-    x0 = np.concatenate(
-        [[s.j_over_m_initial / a2, s.mu_initial], v_init[0], q_init.ravel(), p_init.ravel("F")]
-    )
     inf = np.inf
     p_lb = np.tile([0.0, -inf, 0.0], N)
     lbx = np.concatenate(

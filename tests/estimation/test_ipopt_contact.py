@@ -1,6 +1,7 @@
 """The IPOPT identification NLP (27): recovery of J/m and mu, structure, degenerate input."""
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,9 @@ from estimation.ipopt_contact import (
     ContactGeometry,
     IpoptSettings,
     NotIdentifiableError,
+    _better,
     _impact_knots,
+    _solve,
     build_nlp,
     contact_steps,
     fine_grid,
@@ -186,6 +189,23 @@ def test_impacts_check_coulomb_on_whole_impacts_the_frames_resolve():
     # The per-step test flags B's first step (and C's second): it cannot tell a split
     # impact from a violated one.
     assert contact_steps(parts, frame_t, IpoptSettings()).off_law[[2, 6]].all()
+
+
+def test_restart_reuses_the_nlp_and_matches_a_fresh_build():
+    # The restart from the tighter initial cone changes only the start point, so it reuses
+    # the built NLP (saves ~1 s of build at 1 s, 240 fps). It must give exactly what a
+    # fresh build from mu0 = 0.2 gives: same start, same iterations, same solution.
+    _, t_m, q_m = camera(mu=0.3, fps=240, duration=0.1)
+    settings = IpoptSettings()
+    p = build_nlp(t_m, q_m, GEOMETRY, settings)
+    first = _solve(p, p.x0)
+    fresh = build_nlp(t_m, q_m, GEOMETRY, replace(settings, mu_initial=0.2))
+    expected = _solve(fresh, fresh.x0)
+    _, kept, record = _better(p, first, t_m, q_m, GEOMETRY, settings, "test")
+    assert record["iterations"] == expected["iterations"]
+    assert record["objective"] == expected["f"]
+    best = expected if expected["f"] < first["f"] else first
+    np.testing.assert_array_equal(kept["x"], best["x"])
 
 
 @pytest.mark.slow
