@@ -11,8 +11,11 @@ written without regard to structure: its Jacobian and Hessian fill in, O(N^2).
 Prints build and IPOPT times (median of the repeats; wall and process CPU, since the
 machine is shared and wall time depends on the load), iterations, non-zeros and the
 ratio. The dense build is run on short windows only (it grows quadratically).
-``--baseline REV`` also runs the 1 s problem with ``estimation/ipopt_contact.py`` as of
-git revision REV (e.g. 24ba501, before the issue-6 speed work) for a before/after.
+It also times one whole identification (``identify_contact``: build, first solve and any
+restart) of the 1 s case, which is what a user waits for: the single solve above is only
+its largest part. ``--baseline REV`` also runs the 1 s problem and the whole
+identification with ``estimation/ipopt_contact.py`` as of git revision REV (e.g. 24ba501,
+before the issue-6 speed work) for a before/after.
 """
 
 from __future__ import annotations
@@ -85,6 +88,46 @@ def run(duration: float, structure: str, repeats: int, max_iter: int = 500, modu
     return result
 
 
+def identify(duration: float, repeats: int, module=current) -> dict:
+    """Time whole ``identify_contact`` calls on the benchmark case (median of the repeats)."""
+    t_m, q_m = data(duration)
+    settings = module.IpoptSettings()
+    geometry = module.ContactGeometry(0.05, 0.025)
+    walls, cpus = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fit = module.identify_contact(t_m, q_m, geometry, settings)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    restarts = fit.stats["restarts"]
+    first = fit.iterations - sum(r["iterations"] for r in restarts)
+    return {
+        "wall_s": statistics.median(walls),
+        "cpu_s": statistics.median(cpus),
+        "build_s": fit.stats["build_s"],
+        "ipopt_s": fit.wall_s,
+        "iterations": [first] + [r["iterations"] for r in restarts],
+        "restarts": [
+            f"{r['reason']} ({'kept' if r['objective'] < r['first'] else 'not kept'})"
+            for r in restarts
+        ],
+        "j_over_m_mm2": fit.j_over_m * 1e6,
+        "mu": fit.mu,
+        "status": fit.status,
+    }
+
+
+def show_identify(label: str, r: dict) -> None:
+    its = " + ".join(map(str, r["iterations"]))
+    print(
+        f"{label:<28} whole identification {r['wall_s']:6.2f} s wall {r['cpu_s']:6.2f} s CPU "
+        f"(build {r['build_s']:.2f} s, IPOPT {r['ipopt_s']:.2f} s)  {its} it  "
+        f"restart: {', '.join(r['restarts']) or 'none'}  "
+        f"J/m {r['j_over_m_mm2']:6.1f} mm^2  mu {r['mu']:.3f}  {r['status']}",
+        flush=True,
+    )
+
+
 def baseline_module(rev: str):
     """``estimation/ipopt_contact.py`` as of git revision ``rev``, imported from a temp file."""
     root = Path(__file__).resolve().parents[1]
@@ -124,9 +167,11 @@ def main() -> None:
     print("Target: 1 s window at 240 fps, h <= 1 ms, IPOPT <= 10 s")
     full = run(1.0, "stepwise", args.repeats)
     show("stepwise, 1 s", full)
+    show_identify("stepwise, 1 s", identify(1.0, args.repeats))
     if args.baseline:
-        old = run(1.0, "stepwise", 1, module=baseline_module(args.baseline))
-        show(f"stepwise, 1 s @{args.baseline}", old)
+        before = baseline_module(args.baseline)
+        show(f"stepwise, 1 s @{args.baseline}", run(1.0, "stepwise", 1, module=before))
+        show_identify(f"stepwise, 1 s @{args.baseline}", identify(1.0, 1, module=before))
     for duration in args.short:
         s = run(duration, "stepwise", args.repeats)
         d = run(duration, "dense", args.repeats)

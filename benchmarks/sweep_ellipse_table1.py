@@ -79,7 +79,18 @@ def run_cell(mu: float, fps: int, seed: int, work: Path, truth_h: float = TRUTH_
         "cpu_s": cpu,
         "ipopt_s": est.settings["ipopt_s"],
         "truth_slide_steps": slide_steps,
+        # Second solves from the tighter initial cone: why they ran and whether their
+        # solution (the lower objective) was kept.
+        "restarts": [
+            {"reason": r["reason"], "kept": r["objective"] < r["first"]}
+            for r in est.settings.get("restarts", [])
+        ],
     }
+
+
+def _restart_text(c: dict) -> str:
+    runs = [f"{r['reason']} restart {'kept' if r['kept'] else 'not kept'}" for r in c["restarts"]]
+    return ", ".join(runs) if runs else "no restart"
 
 
 def _jm_cell(c: dict) -> str:
@@ -122,7 +133,7 @@ def main() -> None:
                         f"{'' if cell['mu_sliding'] else ' (no slip: lower bound)'}, "
                         f"{cell['iterations']} it, IPOPT {cell['ipopt_s']:.1f} s, "
                         f"cell {cell['wall_s']:.1f} s wall / {cell['cpu_s']:.1f} s CPU, "
-                        f"{cell['status']}",
+                        f"{cell['status']}, {_restart_text(cell)}",
                         flush=True,
                     )
     print()
