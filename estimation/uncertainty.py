@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import null_space, solveh_banded
 
-from estimation.lm import Linearization, _banded_upper, normal_equations, single_threaded_blas
+from estimation.lm import Linearization, banded_upper, normal_equations, single_threaded_blas
 
 RCOND = 1e-10  # singular values of TᵀT below RCOND · largest count as "not excited"
 REL_STD_LIMIT = 0.5  # a parameter whose std exceeds half its magnitude is not identified
@@ -84,7 +84,7 @@ def parameter_covariance(
     ne = normal_equations(lin)
     lin = Linearization(*(None if a is None else np.asarray(a) for a in lin))
     n, d, p = ne.F.shape
-    ab = _banded_upper(_regularized(ne.D), ne.U, 0.0)
+    ab = banded_upper(_regularized(ne.D), ne.U)
     with single_threaded_blas():
         Y = solveh_banded(ab, ne.F.reshape(n * d, p), lower=False, check_finite=False)
     Y = Y.reshape(n, d, p)

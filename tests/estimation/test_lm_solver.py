@@ -13,6 +13,7 @@ from estimation.lm import (
     LMSettings,
     _acceleration,
     _box_qp,
+    banded_upper,
     factor_damped,
     levenberg_marquardt,
     model_decrease,
@@ -67,6 +68,39 @@ def test_arrow_solve_equals_dense_damped_normal_equations():
     np.testing.assert_allclose(np.concatenate([dx.ravel(), dth]), ref, rtol=1e-10, atol=1e-12)
     delta = np.concatenate([dx.ravel(), dth])
     assert model_decrease(lin, dx, dth) == pytest.approx(r @ r - np.sum((r + J @ delta) ** 2))
+
+
+@pytest.mark.parametrize("n, d", [(1, 3), (2, 1), (5, 3)])
+def test_banded_upper_holds_the_dense_upper_band(n, d):
+    """LAPACK upper band storage: ab[u + i − j, j] = A[i, j] for j − u ≤ i ≤ j (u = 2d − 1),
+    zero elsewhere; exact copies, so compared exactly."""
+    rng = np.random.default_rng(n * 10 + d)
+    D, U = rng.normal(size=(n, d, d)), rng.normal(size=(n - 1, d, d))
+    A = np.zeros((n * d, n * d))
+    for k in range(n):
+        A[k * d : (k + 1) * d, k * d : (k + 1) * d] = D[k]
+    for k in range(n - 1):
+        A[k * d : (k + 1) * d, (k + 1) * d : (k + 2) * d] = U[k]
+    u = 2 * d - 1
+    ref = np.zeros((2 * d, n * d))
+    for j in range(n * d):
+        for i in range(max(0, j - u), j + 1):
+            ref[u + i - j, j] = A[i, j]
+    np.testing.assert_array_equal(banded_upper(D, U), ref)
+
+
+def test_states_only_solve_equals_dense():
+    """With no parameters (p = 0: the states-only warm-up, cross-validation) the factored
+    solve is the dense damped Gauss–Newton step (round-off of the dense solve)."""
+    rng = np.random.default_rng(7)
+    lin = _random_lin(rng, p=0)
+    alpha = 0.3
+    ne = normal_equations(lin)
+    dx, dth = solve_damped(ne, alpha, np.zeros(0), np.zeros(0))
+    J, r = _dense(lin)
+    ref = np.linalg.solve(J.T @ J + alpha * np.eye(J.shape[1]), -J.T @ r)
+    assert dth.shape == (0,)
+    np.testing.assert_allclose(dx.ravel(), ref, rtol=1e-10, atol=1e-12)
 
 
 def test_box_qp_equals_enumeration_of_active_sets():
