@@ -29,6 +29,7 @@ State tangent per step (d = 12 nb): [Δr, ψ per body (6 nb); Δv (6 nb)].
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import jax
@@ -97,6 +98,7 @@ class _Model:
         self.d = 12 * self.nb
         self.markers = markers  # (model, body tuple) or None
         self.lin = jax.jit(self._linearize)
+        self.lin_states = jax.jit(functools.partial(self._linearize, with_theta=False))
         self.cost = jax.jit(self._cost_fn)
         self.retract = jax.jit(self._retract_fn)
         self.residuals = jax.jit(self._residuals)
@@ -183,7 +185,10 @@ class _Model:
         dyn, obs, init = self._residuals(X, theta, a)
         return jnp.sum(dyn**2) + jnp.sum(obs**2) + jnp.sum(init**2)
 
-    def _linearize(self, X, theta, a):
+    def _linearize(self, X, theta, a, with_theta: bool = True):
+        """Values and Jacobian blocks of every residual block at (X, θ). ``with_theta=False``
+        leaves out the θ columns (dyn_C, init_C get zero width): the states-only warm-up and
+        cross-validation hold θ, and its p tangents are a fifth of the dynamics block's."""
         r, e, v = X
         z = jnp.zeros(self.d)
 
@@ -199,7 +204,7 @@ class _Model:
             def f(dk, dk1, th):
                 return self._dyn(a, th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)
 
-            if not self.split:  # one jacfwd: 2d + p tangents through the whole residual
+            if not self.split and with_theta:  # one jacfwd: 2d + p tangents through it all
                 jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
                 return (val, *jac)
             # δ_{k+1} enters only through q_{k+1} (h⁻¹ q_{k+1} ⊟ q_k) and v_{k+1} (M v_{k+1} and
@@ -207,9 +212,13 @@ class _Model:
             # depend on (q_k, v_k, θ) only. In a jacfwd of its own, with δ_k and θ constants,
             # those get symbolic-zero tangents: d + p tangents through the whole residual and d
             # through the cheap rest, instead of 2d + p through all of it.
-            (jA, jC), val = jax.jacfwd(
-                with_value(lambda dk, th: f(dk, z, th)), argnums=(0, 1), has_aux=True
-            )(z, theta)
+            if with_theta:
+                (jA, jC), val = jax.jacfwd(
+                    with_value(lambda dk, th: f(dk, z, th)), argnums=(0, 1), has_aux=True
+                )(z, theta)
+            else:
+                jA, val = jax.jacfwd(with_value(lambda dk: f(dk, z, theta)), has_aux=True)(z)
+                jC = jnp.zeros((val.shape[0], 0))
             jB = jax.jacfwd(lambda dk1: f(z, dk1, theta))(z)
             return val, jA, jB, jC
 
@@ -230,7 +239,11 @@ class _Model:
         def f0(d0, th):
             return self._init(a, th, r[0], e[0], v[0], d0)
 
-        (iA, iC), ir = jax.jacfwd(with_value(f0), argnums=(0, 1), has_aux=True)(z, theta)
+        if with_theta:
+            (iA, iC), ir = jax.jacfwd(with_value(f0), argnums=(0, 1), has_aux=True)(z, theta)
+        else:
+            iA, ir = jax.jacfwd(with_value(lambda d0: f0(d0, theta)), has_aux=True)(z)
+            iC = jnp.zeros((ir.shape[0], 0))
         return dr, dA, dB, dC, orr, oA, ir, iA, iC
 
     def _retract_fn(self, X, dX):
@@ -311,7 +324,14 @@ class HingedProblem:
 
     # ------------------------------------------------------------------ ArrowProblem API
     def linearize(self, X, theta) -> Linearization:
-        out = self.model.lin(X, jnp.asarray(theta, float), self._args)
+        return self._linearization(self.model.lin, X, theta)
+
+    def linearize_states(self, X, theta) -> Linearization:
+        """The linearization with θ held: no θ columns (dyn_C and init_C of zero width)."""
+        return self._linearization(self.model.lin_states, X, theta)
+
+    def _linearization(self, lin, X, theta) -> Linearization:
+        out = lin(X, jnp.asarray(theta, float), self._args)
         present = np.asarray(self.obs_weight) > 0
         if self.markers is not None:
             mp = np.repeat(self.markers.weight > 0, 2, axis=1)

@@ -58,7 +58,9 @@ class Linearization(NamedTuple):
 
 
 class ArrowProblem(Protocol):
-    """What the solver needs from a problem: linearize, cost, residuals, retraction (⊞), box."""
+    """What the solver needs from a problem: linearize, cost, residuals, retraction (⊞), box.
+    Optionally ``linearize_states(X, θ)``: the linearization without the θ columns, for the
+    states-only warm-up (otherwise they are computed and dropped)."""
 
     lower: np.ndarray  # box on θ (scaled units)
     upper: np.ndarray
@@ -420,14 +422,15 @@ def levenberg_marquardt(
         theta = nearest_consistent(theta, lo, hi, lmi)
     warm = 0
     if settings.warmup_iter > 0 and len(theta):
+        held = theta
         pre = levenberg_marquardt(
-            _Held(problem, theta),
+            _StatesOnly(problem, held),
             X,
-            theta,
+            np.zeros(0),
             replace(
                 settings, warmup_iter=0, max_iter=settings.warmup_iter, eps_f=settings.warmup_eps_f
             ),
-            progress,
+            None if progress is None else (lambda i, c, a, _: progress(i, c, a, held)),
         )
         X, warm = pre.X, pre.iterations
     lin = problem.linearize(X, theta)
@@ -562,23 +565,31 @@ def _scale_lin(lin: Linearization, sc: np.ndarray) -> Linearization:
     return lin._replace(dyn_C=lin.dyn_C * sc, init_C=lin.init_C * sc)
 
 
-class _Held:
-    """The problem with θ held at θ_0 (a box of zero width): the states-only warm-up."""
+class _StatesOnly:
+    """The problem with θ held at θ_0 and taken out of the unknowns (an empty θ): the
+    states-only warm-up. Its linearization has no θ columns (the problem's
+    ``linearize_states`` where it has one), so neither their tangents nor the Schur
+    complement are computed."""
 
     def __init__(self, problem, theta):
-        self.problem, self.lower, self.upper = problem, theta.copy(), theta.copy()
+        self.problem, self.theta = problem, theta
+        self.lower = self.upper = np.zeros(0)
 
-    def linearize(self, X, theta):
-        return self.problem.linearize(X, theta)
+    def linearize(self, X, _):
+        states = getattr(self.problem, "linearize_states", None)
+        if states is not None:
+            return states(X, self.theta)
+        lin = self.problem.linearize(X, self.theta)
+        return lin._replace(dyn_C=lin.dyn_C[..., :0], init_C=lin.init_C[..., :0])
 
-    def cost(self, X, theta):
-        return self.problem.cost(X, theta)
+    def cost(self, X, _):
+        return self.problem.cost(X, self.theta)
 
     def retract(self, X, dX):
         return self.problem.retract(X, dX)
 
-    def residuals(self, X, theta):
-        return self.problem.residuals(X, theta)
+    def residuals(self, X, _):
+        return self.problem.residuals(X, self.theta)
 
 
 class _Scaled:
