@@ -51,9 +51,12 @@ def _wrap(a):
 # Steps per chunk of the Jacobian blocks. One vmap over all n steps made XLA allocate temporaries
 # of n × (2d + p) tangents of every intermediate — 0.4 GB per linearization of the 2001-step
 # Furuta, fresh pages from the OS each time (half the linearization's time was page faults).
-# Chunks of 64 steps keep the temporaries a few MB and reused: 2.2× faster
-# (benchmarks/bench_linearization.py, docs/benchmarks.md).
-JACOBIAN_CHUNK = 64
+# Chunks keep the temporaries small and reused: 64 steps made it 2.2× faster (AMD EPYC). On the
+# 2-core Xeon of 2026-11-25, linearization + normal equations: 16 steps 160.7 ms median against
+# 166.7 ms for 64 on the idle machine, 171.8 against 190.8 ms pinned to one core; the
+# 13-parameter fit pinned to one core 6.5 against 7.1 s (benchmarks/bench_linearization.py
+# --chunks, docs/benchmarks.md).
+JACOBIAN_CHUNK = 16
 
 
 def _chunked_vmap(f, chunk: int | None = JACOBIAN_CHUNK):
