@@ -132,7 +132,7 @@ class LMResult:
 class Normal(NamedTuple):
     """JᵀWJ as arrow blocks: D[n, d, d] diagonal, U[n−1, d, d] (block k, k+1), F[n, d, p],
     P[p, p]; gradient JᵀW Δz as gx[n, d], gp[p]; ``band``: (D, U) in LAPACK upper banded
-    storage (:func:`banded_upper`), for the factorization."""
+    storage (:func:`banded_upper`) where it was asked for, else None."""
 
     D: np.ndarray
     U: np.ndarray
@@ -140,7 +140,7 @@ class Normal(NamedTuple):
     P: np.ndarray
     gx: np.ndarray
     gp: np.ndarray
-    band: np.ndarray
+    band: np.ndarray | None
 
 
 def _band(D, U):
@@ -161,8 +161,8 @@ def _band(D, U):
     return band.transpose(2, 0, 1).reshape(2 * d, n * d)
 
 
-@jax.jit
-def _normal_jax(A, B, C, r, O, o, iA, iC, ir, sx):
+@functools.partial(jax.jit, static_argnames="with_band")
+def _normal_jax(A, B, C, r, O, o, iA, iC, ir, sx, with_band):
     # Batched small matmuls in XLA: ~10× faster than NumPy's einsum on [n, 12, 12] blocks.
     D = jnp.einsum("kmi,kmj->kij", O, O)
     D = D.at[:-1].add(jnp.einsum("kmi,kmj->kij", A, A))
@@ -178,7 +178,7 @@ def _normal_jax(A, B, C, r, O, o, iA, iC, ir, sx):
     # In the coordinates ξ = x / s of the state scale (LMSettings.scale_states).
     ss = sx[:, None] * sx[None, :]
     D, U, F, gx = D * ss, U * ss, F * sx[:, None], gx * sx
-    return D, U, F, P, gx, gp, _band(D, U)
+    return D, U, F, P, gx, gp, _band(D, U) if with_band else None
 
 
 def _transpose_product(A, B, C, O, iA, iC, r, o, ir):
@@ -201,22 +201,26 @@ _jacobian_product_jax = jax.jit(_jacobian_product)
 _band_jax = jax.jit(_band)
 
 
-def normal_equations(lin: Linearization, sx: np.ndarray | None = None) -> Normal:
+def normal_equations(
+    lin: Linearization, sx: np.ndarray | None = None, band: bool = False
+) -> Normal:
     """Assemble the arrow blocks of JᵀWJ and JᵀWΔz from the residual blocks (vectorized), in
-    the state coordinates ξ = x / ``sx`` (per tangent component; None: unscaled)."""
+    the state coordinates ξ = x / ``sx`` (per tangent component; None: unscaled). ``band``:
+    also write the banded storage, in the same XLA call, for a caller that factors it (LM,
+    once per linearization for all its damping trials)."""
     d = lin.obs_A.shape[2]
     sx = np.ones(d) if sx is None else sx
     out = _normal_jax(
         lin.dyn_A, lin.dyn_B, lin.dyn_C, lin.dyn_r, lin.obs_A, lin.obs_r,
-        lin.init_A, lin.init_C, lin.init_r, jnp.asarray(sx, float),
+        lin.init_A, lin.init_C, lin.init_r, jnp.asarray(sx, float), band,
     )  # fmt: skip
-    return Normal(*(np.asarray(a) for a in out))
+    return Normal(*(None if a is None else np.asarray(a) for a in out))
 
 
 def banded_upper(D: np.ndarray, U: np.ndarray) -> np.ndarray:
     """LAPACK upper banded storage [2d, n d] (bandwidth 2d − 1, last row the diagonal) of the
     block-tridiagonal matrix with diagonal blocks D[n, d, d] and super-diagonal blocks
-    U[n−1, d, d]. ``normal_equations`` already returns it as ``Normal.band``."""
+    U[n−1, d, d]. ``normal_equations(..., band=True)`` returns it as ``Normal.band``."""
     return np.array(_band_jax(jnp.asarray(D), jnp.asarray(U)))
 
 
@@ -318,7 +322,8 @@ def _triangular_banded(chol: np.ndarray, b: np.ndarray, transpose: bool) -> np.n
 def factor_damped(ne: Normal, alpha: float) -> DampedSystem:
     """Factor T = D + αI (LAPACK pbtrf, bandwidth 2d − 1) and form the Schur complement."""
     n, d, p = ne.F.shape
-    ab = np.array(ne.band)  # a writable copy: pbtrf factors it in place
+    # A writable copy: pbtrf factors it in place.
+    ab = banded_upper(ne.D, ne.U) if ne.band is None else np.array(ne.band)
     ab[-1] += alpha
     F = ne.F.reshape(n * d, p)
     with single_threaded_blas():
@@ -451,7 +456,7 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
     lmi = lmi.in_coordinates(sc) if lmi is not None else None
     lo, hi, theta = lo / sc, hi / sc, theta / sc
     lin = _scale_lin(lin, sc)
-    ne = normal_equations(lin, sx)
+    ne = normal_equations(lin, sx, band=True)
     problem = scaled
     cost = problem.cost(X, theta)
     diag = np.concatenate([np.einsum("kii->ki", ne.D).ravel(), np.diag(ne.P)])
@@ -515,7 +520,7 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
         if progress is not None:
             progress(it, cost, alpha, theta * sc)
         lin = problem.linearize(X, theta)
-        ne = normal_equations(lin, sx)
+        ne = normal_equations(lin, sx, band=True)
         alpha *= max(settings.alpha_shrink, 1.0 - (2.0 * rho - 1.0) ** 3)
         if grad_norm <= settings.eps_g:
             reason, converged = "gradient below eps_g", True
