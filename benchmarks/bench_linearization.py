@@ -6,13 +6,15 @@ Prints the median and minimum wall time of ``--calls`` calls each (interleaved),
 faults and system time per call: with one vmap XLA allocates temporaries of n × 60 tangents
 of every intermediate, fresh pages from the OS on each call.
 
-``--split`` compares instead, at each ``--chunks`` size, the dynamics Jacobian as one jacfwd
-over (δ_k, δ_{k+1}, θ) (60 tangents through the whole residual) with the split one: a jacfwd
-over (δ_k, θ) and one over δ_{k+1} alone (``_Model(split=True)``, the default), whose 24
-tangents skip the mass blocks and hinge rows.
+``--tangents`` compares instead, at each ``--chunks`` size, how the Jacobian blocks push
+their tangent directions (``_Model(tangents=...)``): ``one`` jacfwd over (δ_k, δ_{k+1}, θ)
+(60 tangents through the whole residual); ``step``, a jacfwd over (δ_k, θ) and one over
+δ_{k+1} alone, whose 24 tangents skip the mass blocks and hinge rows; ``part`` (the default),
+one jacfwd per part (θ, Δr, ψ, Δv of each state), so that each part's tangents only pass
+through what depends on it.
 
     .venv/bin/python benchmarks/bench_linearization.py [--calls 15] [--chunks 16 64 256]
-    .venv/bin/python benchmarks/bench_linearization.py --split [--calls 21]
+    .venv/bin/python benchmarks/bench_linearization.py --tangents [--calls 21]
 """
 
 from __future__ import annotations
@@ -48,25 +50,25 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=15)
     ap.add_argument("--chunks", type=int, nargs="*", default=[JACOBIAN_CHUNK])
     ap.add_argument(
-        "--split", action="store_true", help="one jacfwd vs split jacfwd of the dynamics blocks"
+        "--tangents", action="store_true", help="jacfwd over all tangents, per step, per part"
     )
     args = ap.parse_args()
     prob, X0, theta0, _ = furuta13_problem()
     theta = jnp.asarray(theta0)
     m = prob.model
-    if args.split:  # (chunk, split) per variant; the first is the baseline
+    if args.tangents:  # (chunk, tangents) per variant; the first is the baseline
         variants = {
-            f"{'split' if s else 'one'} jacfwd, chunks of {c}": (c, s)
+            f"jacfwd per {s}, chunks of {c}": (c, s)
             for c in args.chunks
-            for s in (False, True)
+            for s in ("one", "step", "part")
         }
     else:
         variants = {
-            "vmap (all steps)": (None, True),
-            **{f"chunks of {c}": (c, True) for c in args.chunks},
+            "vmap (all steps)": (None, "part"),
+            **{f"chunks of {c}": (c, "part") for c in args.chunks},
         }
     models = {
-        k: _Model(m.rig, m.names, m.h, m.markers, chunk=c, split=s)
+        k: _Model(m.rig, m.names, m.h, m.markers, chunk=c, tangents=s)
         for k, (c, s) in variants.items()
     }
     for model in models.values():  # compile

@@ -90,9 +90,15 @@ class Params(NamedTuple):
 
 def boxplus_config(q, dq: jnp.ndarray):
     """q ⊞ dq (2.16): translations add, rotations compose; dq is [nb, 6] (Δr, ψ)."""
+    return boxplus_parts(q, dq[:, :3], dq[:, 3:])
+
+
+def boxplus_parts(q, dr: jnp.ndarray, dpsi: jnp.ndarray):
+    """q ⊞ (Δr [nb, 3], ψ [nb, 3]): :func:`boxplus_config` with the two parts apart, so that
+    forward mode can differentiate with respect to one while the other's tangent stays a
+    symbolic zero."""
     r, e = q
-    e_new = jax.vmap(boxplus)(e, dq[:, 3:])
-    return r + dq[:, :3], e_new
+    return r + dr, jax.vmap(boxplus)(e, dpsi)
 
 
 def mass_matrix_blocks(params: Params, e: jnp.ndarray) -> jnp.ndarray:

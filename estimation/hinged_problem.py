@@ -12,10 +12,13 @@ Weighted residual blocks (Ω⁻¹ = κI, R⁻¹ = diag(per-channel weight), Sect
 Jacobians (Appendix B): each block is a function of the local tangent increments δ_k, δ_{k+1}
 (x ⊞ δ at δ = 0, the D.2 JVP makes this exact for rotations) and θ. ``jax.jacfwd`` of one
 block pushes its tangent directions through it and ``vmap`` runs all blocks at once — the
-compressed E-matrix of (B.1–B.3): the number of JVPs is 2d + p whatever n is. The dynamics
-block takes them in two groups, d + p for (δ_k, θ) and d for δ_{k+1}, because δ_{k+1} does not
-reach the mass blocks and hinge rows (1.14× median, 1.45× minimum per linearization on an idle
-machine, 1.15× per 13-parameter fit; ``benchmarks/bench_linearization.py --split``).
+compressed E-matrix of (B.1–B.3): the number of JVPs is 2d + p whatever n is. They are pushed
+part by part — θ, and Δr, ψ, Δv of x_k and of x_{k+1} — each in a jacfwd of its own with the
+other parts held, so a part's tangents skip what does not depend on it (Δr reaches only the
+hinge violations, Δv not the mass blocks, θ not the hinge geometry). Linearization + normal
+equations of the 13-parameter Furuta, one core: 90.9 ms, against 139.8 ms with two groups
+(δ_k, θ) and δ_{k+1}, and 200.2 ms with one jacfwd over all 2d + p
+(``benchmarks/bench_linearization.py --tangents``).
 
 Compilation: the jitted functions depend only on the model's *structure* (system, parameter
 names, h, which observations); every number (fixed values, scale, κ, data) is an argument.
@@ -37,7 +40,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import dynamics  # noqa: F401  (float64)
-from dynamics.multibody import boxplus_config, constraint_jacobian, hinge_violation
+from dynamics.multibody import (
+    boxplus_config,
+    boxplus_parts,
+    constraint_jacobian,
+    hinge_violation,
+)
 from dynamics.spook import impulse_residual, mass_matrix_blocks
 from estimation.consistency import InertiaLMI
 from estimation.lm import Linearization
@@ -79,12 +87,35 @@ def _chunked_vmap(f, chunk: int | None = JACOBIAN_CHUNK):
     return g
 
 
+def _jacobians_by_part(f, primal: tuple, which) -> tuple:
+    """f(*primal) and [∂f/∂primal[i] for i in ``which``], one ``jacfwd`` per argument with the
+    others held as constants: their tangents are then symbolic zeros, so the directions of each
+    argument only pass through the operations that depend on it. The primal, the same in every
+    jacfwd, is computed once after XLA's common-subexpression elimination."""
+    val, jacs = None, []
+    for i in which:
+
+        def g(x, i=i):
+            out = f(*primal[:i], x, *primal[i + 1 :])
+            return out, out
+
+        jac, val = jax.jacfwd(g, has_aux=True)(primal[i])
+        jacs.append(jac)
+    return val, jacs
+
+
 class _Model:
     """The static structure of a problem and its pure residual functions.
 
     Arguments of every function: ``a`` = dict(values, scale, kappa, y, w, u[, cam, uv, mw]).
-    ``split=False`` linearizes the dynamics blocks with one jacfwd over all 2d + p tangents
-    (the peer of ``benchmarks/bench_linearization.py --split``; same values to round-off).
+    ``tangents`` picks how the Jacobian blocks push their tangent directions (same values to
+    round-off; ``benchmarks/bench_linearization.py --tangents`` compares them):
+
+    - ``"part"`` (default): one jacfwd per part of the step — Δr, ψ, Δv of x_k and of x_{k+1},
+      and θ — each with the other parts held as constants, so their tangents are symbolic
+      zeros and every part's directions only pass through what depends on it;
+    - ``"step"``: one jacfwd over (δ_k, θ) and one over δ_{k+1};
+    - ``"one"``: one jacfwd over all 2d + p directions.
     """
 
     def __init__(
@@ -94,9 +125,12 @@ class _Model:
         h: float,
         markers: tuple | None,
         chunk: int | None = JACOBIAN_CHUNK,
-        split: bool = True,
+        tangents: str = "part",
     ):
-        self.rig, self.names, self.h, self.chunk, self.split = rig, names, h, chunk, split
+        if tangents not in ("part", "step", "one"):
+            raise ValueError(f"tangents must be 'part', 'step' or 'one', not {tangents!r}")
+        self.rig, self.names, self.h, self.chunk = rig, names, h, chunk
+        self.tangents = tangents
         self.nb = rig.system.n_bodies
         self.d = 12 * self.nb
         self.markers = markers  # (model, body tuple) or None
@@ -119,21 +153,39 @@ class _Model:
             values[name] = theta[i] * a["scale"][i]
         return self.rig.make_params(values)
 
-    def _moved(self, r, e, v, delta):
+    def _parts(self, delta):
+        """(Δr [nb, 3], ψ [nb, 3], Δv [nb, 6]) of a step's tangent δ [d]."""
         nb = self.nb
-        q = boxplus_config((r, e), delta[: 6 * nb].reshape(nb, 6))
-        return q, v + delta[6 * nb :].reshape(nb, 6)
+        c = delta[: 6 * nb].reshape(nb, 6)
+        return c[:, :3], c[:, 3:], delta[6 * nb :].reshape(nb, 6)
+
+    def _joined(self, jr, je, jv):
+        """Jacobian [.., m, d] from its columns for Δr, ψ [.., m, nb, 3] and Δv [.., m, nb, 6]
+        (the inverse of :meth:`_parts` on the last axes)."""
+        lead = jr.shape[:-2]
+        config = jnp.concatenate([jr, je], axis=-1).reshape(*lead, 6 * self.nb)
+        return jnp.concatenate([config, jv.reshape(*lead, 6 * self.nb)], axis=-1)
+
+    def _moved(self, r, e, v, dr, de, dv):
+        return boxplus_parts((r, e), dr, de), v + dv
 
     def _dyn(self, a, theta, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1):
+        return self._dyn_parts(a, theta, rk, ek, vk, rk1, ek1, vk1, uk, *self._parts(dk),
+                               *self._parts(dk1))  # fmt: skip
+
+    def _dyn_parts(self, a, theta, rk, ek, vk, rk1, ek1, vk1, uk, drk, dek, dvk, drk1, dek1, dvk1):
         p = self.params(a, theta)
-        q, v = self._moved(rk, ek, vk, dk)
-        q1, v1 = self._moved(rk1, ek1, vk1, dk1)
+        q, v = self._moved(rk, ek, vk, drk, dek, dvk)
+        q1, v1 = self._moved(rk1, ek1, vk1, drk1, dek1, dvk1)
         dp_u, dp_q = impulse_residual(self.rig.system, p, q, v, q1, v1, uk, self.h)
         return jnp.sqrt(a["kappa"]) * jnp.concatenate([dp_u, dp_q])
 
     def _obs(self, a, r, e, v, y, w, uv, mw, dk):
+        return self._obs_parts(a, r, e, v, y, w, uv, mw, *self._parts(dk))
+
+    def _obs_parts(self, a, r, e, v, y, w, uv, mw, dr, de, dv):
         """Encoder rows √w wrap(h(q) − y) (rad) then marker rows √mw (π(q) − uv) (px)."""
-        q, _ = self._moved(r, e, v, dk)
+        q, _ = self._moved(r, e, v, dr, de, dv)
         enc = jnp.sqrt(w) * _wrap(self.rig.observe(q) - y)
         if not self.markers:
             return enc
@@ -145,7 +197,7 @@ class _Model:
         printed (GᵀG)⁻¹Gᵀ is singular for a hinge, so we use the minimum-norm G⁺)."""
         h = self.h
         p = self.params(a, theta)
-        q, v = self._moved(r, e, v, d0)
+        q, v = self._moved(r, e, v, *self._parts(d0))
         system = self.rig.system
         g = jnp.concatenate([hinge_violation(q, hg) for hg in system.hinges])
         G = jnp.concatenate(
@@ -203,18 +255,32 @@ class _Model:
 
             return g
 
+        nb = self.nb
+        zr, zv = jnp.zeros((nb, 3)), jnp.zeros((nb, 6))
+
         def dyn_block(rk, ek, vk, rk1, ek1, vk1, uk):
+            if self.tangents == "part":
+                # (θ, Δr_k, ψ_k, Δv_k, Δr_{k+1}, ψ_{k+1}, Δv_{k+1}) one by one: e.g. Δr reaches
+                # only the hinge violation and θ only the mass blocks and hinge coefficients.
+                def fp(*parts):
+                    return self._dyn_parts(a, *parts[:1], rk, ek, vk, rk1, ek1, vk1, uk,
+                                           *parts[1:])  # fmt: skip
+
+                primal = (theta, zr, zr, zv, zr, zr, zv)
+                val, jacs = _jacobians_by_part(fp, primal, range(0 if with_theta else 1, 7))
+                jC = jacs.pop(0) if with_theta else jnp.zeros((val.shape[0], 0))
+                return val, self._joined(*jacs[:3]), self._joined(*jacs[3:]), jC
+
             def f(dk, dk1, th):
                 return self._dyn(a, th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)
 
-            if not self.split and with_theta:  # one jacfwd: 2d + p tangents through it all
+            if self.tangents == "one" and with_theta:  # 2d + p tangents through it all
                 jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
                 return (val, *jac)
-            # δ_{k+1} enters only through q_{k+1} (h⁻¹ q_{k+1} ⊟ q_k) and v_{k+1} (M v_{k+1} and
-            # the impulses, piecewise linear in v_{k+1}); mass blocks, hinge rows and forces
-            # depend on (q_k, v_k, θ) only. In a jacfwd of its own, with δ_k and θ constants,
-            # those get symbolic-zero tangents: d + p tangents through the whole residual and d
-            # through the cheap rest, instead of 2d + p through all of it.
+            # "step": δ_{k+1} enters only through q_{k+1} (h⁻¹ q_{k+1} ⊟ q_k) and v_{k+1}
+            # (M v_{k+1} and the impulses, piecewise linear in v_{k+1}); mass blocks, hinge rows
+            # and forces depend on (q_k, v_k, θ) only, so a jacfwd of its own pushes δ_{k+1}'s d
+            # tangents through the cheap rest.
             if with_theta:
                 (jA, jC), val = jax.jacfwd(
                     with_value(lambda dk, th: f(dk, z, th)), argnums=(0, 1), has_aux=True
@@ -230,6 +296,14 @@ class _Model:
         )
 
         def obs_block(rk, ek, vk, yk, wk, uvk, mwk):
+            if self.tangents == "part":  # encoders read ψ only: Δr, Δv tangents stay zeros
+
+                def fp(*parts):
+                    return self._obs_parts(a, rk, ek, vk, yk, wk, uvk, mwk, *parts)
+
+                val, jacs = _jacobians_by_part(fp, (zr, zr, zv), range(3))
+                return val, self._joined(*jacs)
+
             def f(dk):
                 return self._obs(a, rk, ek, vk, yk, wk, uvk, mwk, dk)
 
