@@ -90,8 +90,8 @@ def _chunked_vmap(f, chunk: int | None = JACOBIAN_CHUNK):
 def _jacobians_by_part(f, primal: tuple, which) -> tuple:
     """f(*primal) and [∂f/∂primal[i] for i in ``which``], one ``jacfwd`` per argument with the
     others held as constants: their tangents are then symbolic zeros, so the directions of each
-    argument only pass through the operations that depend on it. The primal, the same in every
-    jacfwd, is computed once after XLA's common-subexpression elimination."""
+    argument only pass through the operations that depend on it. The primal is the same in
+    every jacfwd, so XLA's common-subexpression elimination can share it."""
     val, jacs = None, []
     for i in which:
 
