@@ -40,12 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import dynamics  # noqa: F401  (float64)
-from dynamics.multibody import (
-    boxplus_config,
-    boxplus_parts,
-    constraint_jacobian,
-    hinge_violation,
-)
+from dynamics.multibody import boxplus_parts, constraint_jacobian, hinge_violation
 from dynamics.spook import impulse_residual, mass_matrix_blocks
 from estimation.consistency import InertiaLMI
 from estimation.lm import Linearization
@@ -87,6 +82,17 @@ def _chunked_vmap(f, chunk: int | None = JACOBIAN_CHUNK):
     return g
 
 
+def _with_value(f):
+    """f returning its value twice, for ``jacfwd(..., has_aux=True)``: one pass gives the
+    value and the Jacobian."""
+
+    def g(*b):
+        out = f(*b)
+        return out, out
+
+    return g
+
+
 def _jacobians_by_part(f, primal: tuple, which) -> tuple:
     """f(*primal) and [∂f/∂primal[i] for i in ``which``], one ``jacfwd`` per argument with the
     others held as constants: their tangents are then symbolic zeros, so the directions of each
@@ -95,11 +101,10 @@ def _jacobians_by_part(f, primal: tuple, which) -> tuple:
     val, jacs = None, []
     for i in which:
 
-        def g(x, i=i):
-            out = f(*primal[:i], x, *primal[i + 1 :])
-            return out, out
+        def held(x, i=i):
+            return f(*primal[:i], x, *primal[i + 1 :])
 
-        jac, val = jax.jacfwd(g, has_aux=True)(primal[i])
+        jac, val = jax.jacfwd(_with_value(held), has_aux=True)(primal[i])
         jacs.append(jac)
     return val, jacs
 
@@ -247,14 +252,6 @@ class _Model:
         r, e, v = X
         z = jnp.zeros(self.d)
 
-        def with_value(f):
-            # jacfwd with the primal returned as aux: one pass gives value and Jacobian.
-            def g(*b):
-                out = f(*b)
-                return out, out
-
-            return g
-
         nb = self.nb
         zr, zv = jnp.zeros((nb, 3)), jnp.zeros((nb, 6))
 
@@ -275,7 +272,7 @@ class _Model:
                 return self._dyn(a, th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)
 
             if self.tangents == "one" and with_theta:  # 2d + p tangents through it all
-                jac, val = jax.jacfwd(with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
+                jac, val = jax.jacfwd(_with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
                 return (val, *jac)
             # "step": δ_{k+1} enters only through q_{k+1} (h⁻¹ q_{k+1} ⊟ q_k) and v_{k+1}
             # (M v_{k+1} and the impulses, piecewise linear in v_{k+1}); mass blocks, hinge rows
@@ -283,10 +280,10 @@ class _Model:
             # tangents through the cheap rest.
             if with_theta:
                 (jA, jC), val = jax.jacfwd(
-                    with_value(lambda dk, th: f(dk, z, th)), argnums=(0, 1), has_aux=True
+                    _with_value(lambda dk, th: f(dk, z, th)), argnums=(0, 1), has_aux=True
                 )(z, theta)
             else:
-                jA, val = jax.jacfwd(with_value(lambda dk: f(dk, z, theta)), has_aux=True)(z)
+                jA, val = jax.jacfwd(_with_value(lambda dk: f(dk, z, theta)), has_aux=True)(z)
                 jC = jnp.zeros((val.shape[0], 0))
             jB = jax.jacfwd(lambda dk1: f(z, dk1, theta))(z)
             return val, jA, jB, jC
@@ -307,7 +304,7 @@ class _Model:
             def f(dk):
                 return self._obs(a, rk, ek, vk, yk, wk, uvk, mwk, dk)
 
-            jac, val = jax.jacfwd(with_value(f), has_aux=True)(z)
+            jac, val = jax.jacfwd(_with_value(f), has_aux=True)(z)
             return val, jac
 
         uv, mw = self._obs_data(a, r.shape[0])
@@ -317,19 +314,17 @@ class _Model:
             return self._init(a, th, r[0], e[0], v[0], d0)
 
         if with_theta:
-            (iA, iC), ir = jax.jacfwd(with_value(f0), argnums=(0, 1), has_aux=True)(z, theta)
+            (iA, iC), ir = jax.jacfwd(_with_value(f0), argnums=(0, 1), has_aux=True)(z, theta)
         else:
-            iA, ir = jax.jacfwd(with_value(lambda d0: f0(d0, theta)), has_aux=True)(z)
+            iA, ir = jax.jacfwd(_with_value(lambda d0: f0(d0, theta)), has_aux=True)(z)
             iC = jnp.zeros((ir.shape[0], 0))
         return dr, dA, dB, dC, orr, oA, ir, iA, iC
 
     def _retract_fn(self, X, dX):
-        r, e, v = X
-        nb = self.nb
-        q = jax.vmap(lambda rk, ek, dk: boxplus_config((rk, ek), dk[: 6 * nb].reshape(nb, 6)))(
-            r, e, dX
+        (r, e), v = jax.vmap(lambda rk, ek, vk, dk: self._moved(rk, ek, vk, *self._parts(dk)))(
+            *X, dX
         )
-        return q[0], q[1], v + dX[:, 6 * nb :].reshape(-1, nb, 6)
+        return r, e, v
 
 
 _MODELS: dict[tuple, _Model] = {}
