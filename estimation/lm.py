@@ -429,7 +429,12 @@ def levenberg_marquardt(
         return _levenberg_marquardt(problem, X0, theta0, settings, progress)
 
 
-def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
+def _levenberg_marquardt(
+    problem, X0, theta0, settings, progress, final_lin: bool = True
+) -> LMResult:
+    """Algorithm 1 (see ``levenberg_marquardt``). ``final_lin=False``: the result carries no
+    linearization at the solution (the warm-up's caller linearizes with θ anyway), which
+    saves one linearization when the run stops after an accepted step."""
     lo, hi = np.asarray(problem.lower, float), np.asarray(problem.upper, float)
     lo0, hi0 = lo, hi
     X, theta = X0, np.clip(np.asarray(theta0, float), lo, hi)
@@ -439,7 +444,7 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
     warm = 0
     if settings.warmup_iter > 0 and len(theta):
         held = theta
-        pre = levenberg_marquardt(
+        pre = _levenberg_marquardt(
             _StatesOnly(problem, held),
             X,
             np.zeros(0),
@@ -447,6 +452,7 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
                 settings, warmup_iter=0, max_iter=settings.warmup_iter, eps_f=settings.warmup_eps_f
             ),
             None if progress is None else (lambda i, c, a, _: progress(i, c, a, held)),
+            final_lin=False,
         )
         X, warm = pre.X, pre.iterations
     lin = problem.linearize(X, theta)
@@ -459,13 +465,13 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
     lmi = lmi.in_coordinates(sc) if lmi is not None else None
     lo, hi, theta = lo / sc, hi / sc, theta / sc
     lin = _scale_lin(lin, sc)
-    ne = normal_equations(lin, sx, band=True)
+    ne = _rescaled(ne, sx, sc)
     problem = scaled
     cost = problem.cost(X, theta)
     diag = np.concatenate([np.einsum("kii->ki", ne.D).ravel(), np.diag(ne.P)])
     alpha = float(np.max(diag)) * settings.tau
     history = [cost]
-    reason, converged = "iteration limit", False
+    reason, converged, stale = "iteration limit", False, False
     for it in range(1, settings.max_iter + 1):
         nu, rho, raised = 2.0, 0.0, False
         while True:
@@ -522,9 +528,8 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
         history.append(cost)
         if progress is not None:
             progress(it, cost, alpha, theta * sc)
-        lin = problem.linearize(X, theta)
-        ne = normal_equations(lin, sx, band=True)
         alpha *= max(settings.alpha_shrink, 1.0 - (2.0 * rho - 1.0) ** 3)
+        stale = True  # lin is still the one at the previous point
         if grad_norm <= settings.eps_g:
             reason, converged = "gradient below eps_g", True
             break
@@ -534,7 +539,15 @@ def _levenberg_marquardt(problem, X0, theta0, settings, progress) -> LMResult:
         if step_norm <= settings.eps_delta:
             reason, converged = "step below eps_delta", True
             break
-    lin = _scale_lin(lin, 1.0 / sc)
+        lin = problem.linearize(X, theta)
+        ne = normal_equations(lin, sx, band=True)
+        stale = False
+    if not final_lin:
+        lin = None
+    elif stale:
+        lin = _scale_lin(problem.linearize(X, theta), 1.0 / sc)
+    else:
+        lin = _scale_lin(lin, 1.0 / sc)
     # A bound reached in the scaled coordinates is the bound itself, not its round-off image.
     theta = np.where(theta <= lo, lo0, np.where(theta >= hi, hi0, theta * sc))
     return LMResult(X, theta, cost, it, converged, reason, history, lin, warm)
@@ -575,6 +588,19 @@ def _state_scale(ne: Normal, on: bool) -> tuple[np.ndarray, float]:
         return np.ones(d), top
     med = np.median(diag, axis=0)
     return 1.0 / np.sqrt(np.maximum(med, 1e-12 * max(float(np.max(med)), 1e-300))), 1.0
+
+
+def _rescaled(ne: Normal, sx: np.ndarray, sc: np.ndarray) -> Normal:
+    """The normal equations of unscaled blocks (``normal_equations(lin)``) in the state
+    coordinates ξ = x / ``sx`` and parameter coordinates φ = θ / ``sc``, with their band: the
+    same as ``normal_equations(_scale_lin(lin, sc), sx, band=True)`` to round-off, without
+    assembling the blocks a second time."""
+    ss = sx[:, None] * sx[None, :]
+    D, U = ne.D * ss, ne.U * ss
+    return Normal(
+        D, U, ne.F * sx[:, None] * sc, ne.P * np.outer(sc, sc), ne.gx * sx, ne.gp * sc,
+        np.asarray(_band_jax(jnp.asarray(D), jnp.asarray(U))).T,
+    )  # fmt: skip
 
 
 def _scale_lin(lin: Linearization, sc: np.ndarray) -> Linearization:
