@@ -208,3 +208,22 @@ def test_geodesic_and_plain_lm_reach_the_same_minimum():
             _Curve(y, h, 0.0, 5.0), y * 0.0 + 1.0, np.array([0.1]), LMSettings(geodesic_ratio=ratio)
         )
         assert res.converged and res.theta[0] == pytest.approx(0.8, rel=1e-6), ratio
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [LMSettings(), LMSettings(max_iter=2), LMSettings(eps_f=0.0, eps_g=1e3)],
+    ids=["eps_f stop", "iteration limit", "gradient stop"],
+)
+def test_result_linearization_is_taken_at_the_solution(settings):
+    """The covariance is computed from ``result.lin``: it must be the linearization at the
+    returned (X, θ), however the run stopped (LM skips linearizing after the last step and
+    takes it afterwards). Compared with a fresh linearization to round-off (the θ columns go
+    through the parameter scaling and back)."""
+    h, y = 0.01, _curve_data()
+    prob = _Curve(y, h, 0.0, 5.0)
+    res = levenberg_marquardt(prob, y * 0.0 + 1.0, np.array([0.1]), settings)
+    assert res.iterations >= 1
+    fresh = prob.linearize(res.X, res.theta)
+    for name in ("dyn_r", "dyn_A", "dyn_C", "obs_r"):
+        np.testing.assert_allclose(getattr(res.lin, name), getattr(fresh, name), rtol=1e-12)
