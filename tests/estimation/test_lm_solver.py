@@ -13,6 +13,8 @@ from estimation.lm import (
     LMSettings,
     _acceleration,
     _box_qp,
+    _rescaled,
+    _scale_lin,
     banded_upper,
     factor_damped,
     levenberg_marquardt,
@@ -227,3 +229,16 @@ def test_result_linearization_is_taken_at_the_solution(settings):
     fresh = prob.linearize(res.X, res.theta)
     for name in ("dyn_r", "dyn_A", "dyn_C", "obs_r"):
         np.testing.assert_allclose(getattr(res.lin, name), getattr(fresh, name), rtol=1e-12)
+
+
+def test_rescaled_normal_equations_equal_those_of_scaled_blocks():
+    """LM scales the unscaled normal equations (``_rescaled``) instead of assembling them again
+    from the scaled blocks: both must agree, band included. Tolerance: round-off of products
+    taken in another order."""
+    rng = np.random.default_rng(7)
+    lin = _random_lin(rng)
+    sx, sc = rng.uniform(0.1, 10.0, 3), rng.uniform(0.1, 10.0, 2)
+    got = _rescaled(normal_equations(lin), sx, sc)
+    ref = normal_equations(_scale_lin(lin, sc), sx, band=True)
+    for name in ("D", "U", "F", "P", "gx", "gp", "band"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=1e-12)
