@@ -176,10 +176,15 @@ def _normal_jax(A, B, C, r, O, o, iA, iC, ir, sx, with_band):
     F = F.at[0].add(iA.T @ iC)
     P = jnp.einsum("kmp,kmq->pq", C, C) + iC.T @ iC
     gx, gp = _transpose_product(A, B, C, O, iA, iC, r, o, ir)
-    # In the coordinates ξ = x / s of the state scale (LMSettings.scale_states).
-    ss = sx[:, None] * sx[None, :]
-    D, U, F, gx = D * ss, U * ss, F * sx[:, None], gx * sx
+    D, U, F, gx = _in_state_coordinates(D, U, F, gx, sx)
     return D, U, F, P, gx, gp, _band(D, U) if with_band else None
+
+
+def _in_state_coordinates(D, U, F, gx, sx):
+    """(D, U, F, gx) in the coordinates ξ = x / sx of the state scale (LMSettings.scale_states);
+    NumPy or JAX arrays."""
+    ss = sx[:, None] * sx[None, :]
+    return D * ss, U * ss, F * sx[:, None], gx * sx
 
 
 def _transpose_product(A, B, C, O, iA, iC, r, o, ir):
@@ -595,12 +600,8 @@ def _rescaled(ne: Normal, sx: np.ndarray, sc: np.ndarray) -> Normal:
     coordinates ξ = x / ``sx`` and parameter coordinates φ = θ / ``sc``, with their band: the
     same as ``normal_equations(_scale_lin(lin, sc), sx, band=True)`` to round-off, without
     assembling the blocks a second time."""
-    ss = sx[:, None] * sx[None, :]
-    D, U = ne.D * ss, ne.U * ss
-    return Normal(
-        D, U, ne.F * sx[:, None] * sc, ne.P * np.outer(sc, sc), ne.gx * sx, ne.gp * sc,
-        np.asarray(_band_jax(jnp.asarray(D), jnp.asarray(U))).T,
-    )  # fmt: skip
+    D, U, F, gx = _in_state_coordinates(ne.D, ne.U, ne.F * sc, ne.gx, sx)
+    return Normal(D, U, F, ne.P * np.outer(sc, sc), gx, ne.gp * sc, banded_upper(D, U))
 
 
 def _scale_lin(lin: Linearization, sc: np.ndarray) -> Linearization:
