@@ -41,31 +41,36 @@ def to_matrix(e: jnp.ndarray) -> jnp.ndarray:
 
 @jax.custom_jvp
 def from_rotvec(psi: jnp.ndarray) -> jnp.ndarray:
-    """Quaternion of rotation vector ψ (D.8); exact value and derivative at ψ = 0."""
-    angle = jnp.sqrt(jnp.sum(psi * psi))
-    small = angle < 1e-8
-    safe = jnp.where(small, 1.0, angle)
-    # sin(a/2)/a -> 1/2 - a^2/48 near zero.
-    k = jnp.where(small, 0.5 - angle**2 / 48.0, jnp.sin(safe / 2.0) / safe)
-    return jnp.concatenate([jnp.cos(angle / 2.0)[None], k * psi])
+    """Quaternion of rotation vector ψ (D.8); exact value and derivatives at ψ = 0."""
+    a2 = jnp.sum(psi * psi)
+    small = a2 < 1e-16
+    angle = jnp.sqrt(jnp.where(small, 1.0, a2))
+    # cos(a/2) -> 1 - a^2/8 and sin(a/2)/a -> 1/2 - a^2/48 near zero.
+    c = jnp.where(small, 1.0 - a2 / 8.0, jnp.cos(angle / 2.0))
+    k = jnp.where(small, 0.5 - a2 / 48.0, jnp.sin(angle / 2.0) / angle)
+    return jnp.concatenate([c[None], k * psi])
 
 
 @from_rotvec.defjvp
 def _from_rotvec_jvp(primals, tangents):
-    """Appendix D.2 (D.9–D.11): the tangent stays finite and exact at ψ = 0 (D.12)."""
+    """Appendix D.2 (D.9–D.11): the tangent stays finite and exact at ψ = 0 (D.12).
+
+    The rule is written in |ψ|² and takes the square root only of a value kept away from
+    zero, so that it is itself differentiable there: a Hessian through ⊞ at δ = 0 (second
+    derivatives of the residuals) would otherwise read d|ψ| = ψ/|ψ| = 0/0 and be NaN."""
     (psi,), (dpsi,) = primals, tangents
     e = from_rotvec(psi)
-    angle = jnp.sqrt(jnp.sum(psi * psi))
-    small = angle < 1e-4
-    a = jnp.where(small, 1.0, angle)
+    a2 = jnp.sum(psi * psi)
+    small = a2 < 1e-8
+    a = jnp.sqrt(jnp.where(small, 1.0, a2))
     dot = jnp.sum(psi * dpsi)
     s, c = jnp.sin(a / 2.0), jnp.cos(a / 2.0)
     # Exact expressions (D.9, D.10) away from zero ...
     des_exact = -dot / (2.0 * a) * s
     dev_exact = (dpsi / a - psi * dot / a**3) * s + psi / a * dot / (2.0 * a) * c
     # ... and the series (D.11) near zero, which reduces to (0, dψ/2) at ψ = 0 (D.12).
-    des_series = -dot * (0.25 - angle**2 / 96.0)
-    dev_series = dpsi * (0.5 - angle**2 / 48.0) + psi * dot * (-1.0 / 24.0)
+    des_series = -dot * (0.25 - a2 / 96.0)
+    dev_series = dpsi * (0.5 - a2 / 48.0) + psi * dot * (-1.0 / 24.0)
     des = jnp.where(small, des_series, des_exact)
     dev = jnp.where(small, dev_series, dev_exact)
     return e, jnp.concatenate([des[None], dev])
