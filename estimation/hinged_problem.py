@@ -271,9 +271,16 @@ class _Model:
             def f(dk, dk1, th):
                 return self._dyn(a, th, rk, ek, vk, rk1, ek1, vk1, uk, dk, dk1)
 
-            if self.tangents == "one" and with_theta:  # 2d + p tangents through it all
-                jac, val = jax.jacfwd(_with_value(f), argnums=(0, 1, 2), has_aux=True)(z, z, theta)
-                return (val, *jac)
+            if self.tangents == "one":  # all 2d (+ p) tangents through it all
+                if with_theta:
+                    jac, val = jax.jacfwd(_with_value(f), argnums=(0, 1, 2), has_aux=True)(
+                        z, z, theta
+                    )
+                    return (val, *jac)
+                (jA, jB), val = jax.jacfwd(
+                    _with_value(lambda dk, dk1: f(dk, dk1, theta)), argnums=(0, 1), has_aux=True
+                )(z, z)
+                return val, jA, jB, jnp.zeros((val.shape[0], 0))
             # "step": δ_{k+1} enters only through q_{k+1} (h⁻¹ q_{k+1} ⊟ q_k) and v_{k+1}
             # (M v_{k+1} and the impulses, piecewise linear in v_{k+1}); mass blocks, hinge rows
             # and forces depend on (q_k, v_k, θ) only, so a jacfwd of its own pushes δ_{k+1}'s d

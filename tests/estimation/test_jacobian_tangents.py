@@ -39,17 +39,26 @@ def driven_furuta():
     return prob, X, theta
 
 
-def test_tangent_groupings_give_the_same_blocks(driven_furuta):
+# The states-only case compiles three more models (~35 s): slow.
+@pytest.mark.parametrize(
+    "with_theta",
+    [True, pytest.param(False, marks=pytest.mark.slow)],
+    ids=["joint", "states-only"],
+)
+def test_tangent_groupings_give_the_same_blocks(driven_furuta, with_theta):
     prob, X, theta = driven_furuta
     m = prob.model
     blocks = {}
     for how in ("one", "step", "part"):
         model = _Model(m.rig, m.names, m.h, m.markers, tangents=how)
-        blocks[how] = model.lin(X, jnp.asarray(theta), prob._args)
+        lin = model.lin if with_theta else model.lin_states
+        blocks[how] = lin(X, jnp.asarray(theta), prob._args)
     for how in ("step", "part"):
         for got, want in zip(blocks[how], blocks["one"], strict=True):
             # Same derivatives, other order of floating-point operations: round-off only.
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+            np.testing.assert_allclose(
+                got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(initial=0.0)
+            )
 
 
 def test_blocks_match_central_differences(driven_furuta):
