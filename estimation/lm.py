@@ -477,6 +477,7 @@ def _levenberg_marquardt(
     alpha = float(np.max(diag)) * settings.tau
     history = [cost]
     reason, converged, stale = "iteration limit", False, False
+    it = 0  # max_iter = 0: the start point, evaluated and linearized (e.g. for its covariance)
     for it in range(1, settings.max_iter + 1):
         nu, rho, raised = 2.0, 0.0, False
         while True:

@@ -231,6 +231,21 @@ def test_result_linearization_is_taken_at_the_solution(settings):
         np.testing.assert_allclose(getattr(res.lin, name), getattr(fresh, name), rtol=1e-12)
 
 
+def test_zero_iterations_return_the_start_point():
+    """max_iter = 0 is a valid request (the start point's cost and linearization), not an
+    UnboundLocalError: θ, X and cost are the start's, and ``lin`` is the start's to round-off."""
+    h, y = 0.01, _curve_data()
+    prob, x0, th0 = _Curve(y, h, 0.0, 5.0), y * 0.0 + 1.0, np.array([0.1])
+    res = levenberg_marquardt(prob, x0, th0, LMSettings(max_iter=0, warmup_iter=0))
+    assert (res.iterations, res.converged, res.reason) == (0, False, "iteration limit")
+    np.testing.assert_array_equal(res.X, x0)
+    assert res.theta[0] == pytest.approx(0.1, rel=1e-15)  # through the scaling and back
+    assert res.history == [res.cost] and res.cost == pytest.approx(prob.cost(x0, th0), rel=1e-15)
+    fresh = prob.linearize(x0, th0)
+    for name in ("dyn_r", "dyn_A", "dyn_C", "obs_r"):
+        np.testing.assert_allclose(getattr(res.lin, name), getattr(fresh, name), rtol=1e-12)
+
+
 def test_rescaled_normal_equations_equal_those_of_scaled_blocks():
     """LM scales the unscaled normal equations (``_rescaled``) instead of assembling them again
     from the scaled blocks: both must agree, band included. Tolerance: round-off of products
