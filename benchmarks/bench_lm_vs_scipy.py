@@ -66,22 +66,25 @@ def pendulum_problem(duration: float = 1.0):
     return prob, X0, init / scale, LMSettings(tau=1e-9, max_iter=80)
 
 
-def furuta13_problem(duration: float = 2.0):
+def furuta13_recording(duration: float = 2.0):
+    """The simulated swing-up of Section 4.6 (``rigs.synthetic.Recording``, truth included)."""
     from rigs.sample import SWING_UP
-    from rigs.spec import with_parameters
-    from rigs.synthetic import (
-        FURUTA_SECTION_4_6,
-        FURUTA_SECTION_4_6_METHOD,
-        FURUTA_SECTION_4_6_TRUTH,
-        quantizer,
-        record,
-        recording_problem,
-    )
+    from rigs.synthetic import FURUTA_SECTION_4_6_TRUTH, quantizer, record
 
     scenario = replace(SWING_UP, duration=duration)
-    rec = record(load_spec("furuta"), scenario, quantizer(4096), FURUTA_SECTION_4_6_TRUTH)
-    spec = with_parameters(rec.spec, FURUTA_SECTION_4_6)
-    return recording_problem(spec, rec.log, FURUTA_SECTION_4_6_METHOD)
+    return record(load_spec("furuta"), scenario, quantizer(4096), FURUTA_SECTION_4_6_TRUTH)
+
+
+def furuta13_problem(duration: float = 2.0, rec=None, fixed=None, method=None):
+    """(problem, X0, θ0, settings) of the 13-parameter fit of ``rec`` (default: a new
+    recording of ``duration`` s); ``fixed`` replaces fixed values as ``physid --set`` does
+    ({"eps_lin1": "1e-5"}), ``method`` adds [method] settings."""
+    from rigs.spec import with_overrides, with_parameters
+    from rigs.synthetic import FURUTA_SECTION_4_6, FURUTA_SECTION_4_6_METHOD, recording_problem
+
+    rec = furuta13_recording(duration) if rec is None else rec
+    spec = with_overrides(with_parameters(rec.spec, FURUTA_SECTION_4_6), fixed or {})
+    return recording_problem(spec, rec.log, {**FURUTA_SECTION_4_6_METHOD, **(method or {})})
 
 
 def sparsity(n: int, d: int, p: int, md: int, mo: int, m0: int) -> sp.csr_matrix:
