@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from rigs.encoders.boardsim import encode_trajectory, inject_faults, synthetic_trajectory
-from rigs.encoders.decode import decode_capture
-from rigs.encoders.protocol import crc16
+from physid.rigs.encoders.boardsim import encode_trajectory, inject_faults, synthetic_trajectory
+from physid.rigs.encoders.decode import decode_capture
+from physid.rigs.encoders.protocol import crc16
 
 HEADER = struct.Struct("<BBII")
 

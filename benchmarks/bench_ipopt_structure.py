@@ -34,8 +34,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import estimation.ipopt_contact as current  # noqa: E402
-from dynamics.planar_contact import Ellipse, Ground, simulate  # noqa: E402
+import physid.estimation.ipopt_contact as current  # noqa: E402
+from physid.dynamics.planar_contact import Ellipse, Ground, simulate  # noqa: E402
 
 ELLIPSE = Ellipse(0.05, 0.025, 0.064, 0.064 * 756e-6)
 GEOMETRY = current.ContactGeometry(0.05, 0.025)

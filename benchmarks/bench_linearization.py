@@ -32,8 +32,8 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_lm_vs_scipy import furuta13_problem  # noqa: E402
 
-from estimation.hinged_problem import JACOBIAN_CHUNK, _Model  # noqa: E402
-from estimation.lm import Linearization, normal_equations  # noqa: E402
+from physid.estimation.hinged_problem import JACOBIAN_CHUNK, _Model  # noqa: E402
+from physid.estimation.lm import Linearization, normal_equations  # noqa: E402
 
 
 def one_call(model, prob, X, theta):

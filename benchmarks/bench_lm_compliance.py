@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_lm_vs_scipy import furuta13_problem, furuta13_recording  # noqa: E402
 
-from estimation.lm import levenberg_marquardt  # noqa: E402
+from physid.estimation.lm import levenberg_marquardt  # noqa: E402
 
 
 def problem(rec, eps: float, h: float | None = None):

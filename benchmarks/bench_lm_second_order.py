@@ -37,8 +37,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import estimation.lm as lm  # noqa: E402
-from estimation.hinged_problem import _chunked_vmap  # noqa: E402
+import physid.estimation.lm as lm  # noqa: E402
+from physid.estimation.hinged_problem import _chunked_vmap  # noqa: E402
 
 
 def _curvature_fn(problem, with_theta: bool):
@@ -202,7 +202,7 @@ def main() -> None:
 
     from bench_lm_vs_scipy import furuta13_problem
 
-    from rigs.identify_hinged import enable_compilation_cache
+    from physid.rigs.models.identify_hinged import enable_compilation_cache
 
     enable_compilation_cache()
     prob, X0, theta0, settings = furuta13_problem()

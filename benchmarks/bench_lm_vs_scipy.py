@@ -4,7 +4,7 @@ residuals (Marklund et al. (3.15)), start and box (issue 3's benchmark).
 Problems:
 - ``pendulum``: 1 s release of the Section 4.2 pendulum, J, b, rμ free (self-consistent data).
 - ``furuta13``: the Section 4.6 Furuta identification — gain, five inertias, four friction
-  coefficients, tilt — on the 2 s simulated swing-up of ``rigs.sample.SWING_UP`` (h = 1e-4
+  coefficients, tilt — on the 2 s simulated swing-up of ``rigs.pipeline.sample.SWING_UP`` (h = 1e-4
   truth, 4096-count encoders, estimator h = 1e-3: n = 2001 steps), Table 1 initial values.
 
 scipy works in a fixed chart: states X0 ⊞ δ with δ ∈ R^{n·d}, parameters θ with the same
@@ -38,13 +38,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import least_squares
 
-from estimation.hinged_problem import HingedProblem
-from estimation.initialize import initial_states, smooth_angles
-from estimation.lm import LMSettings, levenberg_marquardt
-from rigs import pendulum
-from rigs.hinged import run_simulation
-from rigs.identify_hinged import enable_compilation_cache
-from rigs.spec import load_spec
+from physid.estimation.hinged_problem import HingedProblem
+from physid.estimation.initialize import initial_states, smooth_angles
+from physid.estimation.lm import LMSettings, levenberg_marquardt
+from physid.rigs.models import pendulum
+from physid.rigs.models.hinged import run_simulation
+from physid.rigs.models.identify_hinged import enable_compilation_cache
+from physid.spec import load_spec
 
 
 def pendulum_problem(duration: float = 1.0):
@@ -67,9 +67,10 @@ def pendulum_problem(duration: float = 1.0):
 
 
 def furuta13_recording(duration: float = 2.0):
-    """The simulated swing-up of Section 4.6 (``rigs.synthetic.Recording``, truth included)."""
-    from rigs.sample import SWING_UP
-    from rigs.synthetic import FURUTA_SECTION_4_6_TRUTH, quantizer, record
+    """The simulated swing-up of Section 4.6 (``rigs.pipeline.synthetic.Recording``, with
+    its truth)."""
+    from physid.rigs.pipeline.sample import SWING_UP
+    from physid.rigs.pipeline.synthetic import FURUTA_SECTION_4_6_TRUTH, quantizer, record
 
     scenario = replace(SWING_UP, duration=duration)
     return record(load_spec("furuta"), scenario, quantizer(4096), FURUTA_SECTION_4_6_TRUTH)
@@ -79,8 +80,12 @@ def furuta13_problem(duration: float = 2.0, rec=None, fixed=None, method=None):
     """(problem, X0, θ0, settings) of the 13-parameter fit of ``rec`` (default: a new
     recording of ``duration`` s); ``fixed`` replaces fixed values as ``physid --set`` does
     ({"eps_lin1": "1e-5"}), ``method`` adds [method] settings."""
-    from rigs.spec import with_overrides, with_parameters
-    from rigs.synthetic import FURUTA_SECTION_4_6, FURUTA_SECTION_4_6_METHOD, recording_problem
+    from physid.rigs.pipeline.synthetic import (
+        FURUTA_SECTION_4_6,
+        FURUTA_SECTION_4_6_METHOD,
+        recording_problem,
+    )
+    from physid.spec import with_overrides, with_parameters
 
     rec = furuta13_recording(duration) if rec is None else rec
     spec = with_overrides(with_parameters(rec.spec, FURUTA_SECTION_4_6), fixed or {})

@@ -21,8 +21,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision.camera import action_camera
-from vision.markers3d import (
+from physid.vision.camera import action_camera
+from physid.vision.markers3d import (
     RenderSettings,
     furuta_marker_frames,
     furuta_rods,

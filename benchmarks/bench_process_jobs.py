@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rigs.process import ProcessOptions, load_index, process_folder
+from physid.rigs.pipeline.process import ProcessOptions, load_index, process_folder
 
 
 def copies_folder(sample: Path, experiment: str, copies: int, where: Path) -> Path:

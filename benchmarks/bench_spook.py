@@ -19,11 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-import dynamics  # noqa: F401
-from dynamics.spook import impulse_residual, simulate, step, trajectory_residuals
-from rigs.furuta import build
-from rigs.hinged import simulation_table, truth_values
-from rigs.spec import load_spec
+import physid.dynamics  # noqa: F401
+from physid.dynamics.spook import impulse_residual, simulate, step, trajectory_residuals
+from physid.rigs.models.furuta import build
+from physid.rigs.models.hinged import simulation_table, truth_values
+from physid.spec import load_spec
 
 
 def median_time(fn, repeats=5, clock=time.perf_counter):

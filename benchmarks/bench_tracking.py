@@ -18,10 +18,16 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision.camera import action_camera
-from vision.render import DropRenderer, RenderOptions, default_view, drop_trajectory, render_drop
-from vision.scene import default_scene
-from vision.tracking import track_video
+from physid.vision.camera import action_camera
+from physid.vision.render import (
+    DropRenderer,
+    RenderOptions,
+    default_view,
+    drop_trajectory,
+    render_drop,
+)
+from physid.vision.scene import default_scene
+from physid.vision.tracking import track_video
 
 
 def decode_only(path: Path) -> float:

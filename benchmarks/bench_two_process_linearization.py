@@ -38,8 +38,8 @@ def _half(core: int, a: int, b: int):
     import jax.numpy as jnp
     from bench_lm_vs_scipy import furuta13_problem
 
-    from estimation.lm import _normal_jax
-    from rigs.identify_hinged import enable_compilation_cache
+    from physid.estimation.lm import _normal_jax
+    from physid.rigs.models.identify_hinged import enable_compilation_cache
 
     enable_compilation_cache()
     prob, X0, theta0, _ = furuta13_problem()
@@ -83,7 +83,7 @@ def main() -> None:
     worker = mp.get_context("spawn").Process(target=_worker, args=(there, m, n))
     worker.start()
     prob, X0, theta0, mine = _half(0, 0, m + 1)
-    from estimation.lm import Linearization, normal_equations
+    from physid.estimation.lm import Linearization, normal_equations
 
     [np.asarray(o) for o in mine(X0, theta0)]
     layout = here.recv()

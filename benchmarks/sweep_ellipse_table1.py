@@ -32,9 +32,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from rigs.ellipse_drop import NotIdentifiableInput, identify, simulate  # noqa: E402
-from rigs.kinds import SimulateOptions  # noqa: E402
-from rigs.spec import load_spec, with_overrides  # noqa: E402
+from physid.rigs.models.ellipse_drop import NotIdentifiableInput, identify, simulate  # noqa: E402
+from physid.rigs.models.kinds import SimulateOptions  # noqa: E402
+from physid.spec import load_spec, with_overrides  # noqa: E402
 
 MUS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 FPS = [30, 60, 120, 200, 240]

@@ -50,10 +50,10 @@ import numpy as np
 matplotlib.use("Agg")  # files only: no display on the benchmark machines
 from matplotlib.ticker import NullFormatter
 
-from rigs.identify_hinged import enable_compilation_cache
-from rigs.sample import EncoderScenario
-from rigs.spec import load_spec, with_overrides
-from rigs.synthetic import identify_recording, record
+from physid.rigs.models.identify_hinged import enable_compilation_cache
+from physid.rigs.pipeline.sample import EncoderScenario
+from physid.rigs.pipeline.synthetic import identify_recording, record
+from physid.spec import load_spec, with_overrides
 
 PARAMETERS = ("J_Azz", "J_Byy", "b1", "b2")
 COMPLIANCES = {"eps_lin1": "m/N", "eps_lin2": "m/N", "eps_rot1": "rad/N m", "eps_rot2": "rad/N m"}

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dynamics.quaternion import boxplus, qconj, qmul, rotate
+from physid.dynamics.quaternion import boxplus, qconj, qmul, rotate
 
 WORLD = -1
 
@@ -237,7 +237,7 @@ def hinge_at_rest(
     configuration (rest_r, rest_e); its joint angle is zero at rest."""
     import numpy as np
 
-    from dynamics.quaternion import axis_angle
+    from physid.dynamics.quaternion import axis_angle
 
     point = np.asarray(point_world, float)
     axis = np.asarray(axis_world, float)

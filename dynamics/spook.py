@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dynamics.lcp import solve_lcp
-from dynamics.multibody import (
+from physid.dynamics.lcp import solve_lcp
+from physid.dynamics.multibody import (
     Hinge,
     HingeParams,
     Params,
@@ -27,7 +27,7 @@ from dynamics.multibody import (
     hinge_kinematics,
     mass_matrix_blocks,
 )
-from dynamics.quaternion import boxminus
+from physid.dynamics.quaternion import boxminus
 
 
 class HingeRows(NamedTuple):

@@ -24,7 +24,7 @@ Compilation: the jitted functions depend only on the model's *structure* (system
 names, h, which observations); every number (fixed values, scale, κ, data) is an argument.
 They are cached per structure, so a second problem of the same rig (cross-validation, another
 log of the same length, the pipeline's next experiment) reuses the compiled code, and with
-JAX's persistent cache (``rigs.identify_hinged.enable_compilation_cache``) a new process does
+JAX's persistent cache (``rigs.models.identify_hinged.enable_compilation_cache``) a new process does
 too.
 
 State tangent per step (d = 12 nb): [Δr, ψ per body (6 nb); Δv (6 nb)].
@@ -39,12 +39,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics  # noqa: F401  (float64)
-from dynamics.multibody import boxplus_parts, constraint_jacobian, hinge_violation
-from dynamics.spook import impulse_residual, mass_matrix_blocks
-from estimation.consistency import InertiaLMI
-from estimation.lm import Linearization
-from estimation.markers import MarkerObservations, marker_pixels
+import physid.dynamics  # noqa: F401  (float64)
+from physid.dynamics.multibody import boxplus_parts, constraint_jacobian, hinge_violation
+from physid.dynamics.spook import impulse_residual, mass_matrix_blocks
+from physid.estimation.consistency import InertiaLMI
+from physid.estimation.lm import Linearization
+from physid.estimation.markers import MarkerObservations, marker_pixels
 
 
 def _wrap(a):

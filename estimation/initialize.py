@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
-from dynamics.spook import configuration_velocity
+from physid.dynamics.spook import configuration_velocity
 
 CUTOFF_HZ = 10.0
 

@@ -43,7 +43,7 @@ from typing import NamedTuple
 import casadi as ca
 import numpy as np
 
-from dynamics.planar_contact import GRAVITY, contact_geometry_sx
+from physid.dynamics.planar_contact import GRAVITY, contact_geometry_sx
 
 
 class NotIdentifiableError(ValueError):

@@ -32,8 +32,8 @@ import numpy as np
 from scipy.linalg import cholesky_banded
 from scipy.linalg.lapack import dtbtrs
 
-import dynamics  # noqa: F401  (float64)
-from estimation.consistency import InertiaLMI, constrained_step, nearest_consistent
+import physid.dynamics  # noqa: F401  (float64)
+from physid.estimation.consistency import InertiaLMI, constrained_step, nearest_consistent
 
 
 class Linearization(NamedTuple):

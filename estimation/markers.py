@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics  # noqa: F401  (float64)
-from dynamics.quaternion import rotate
+import physid.dynamics  # noqa: F401  (float64)
+from physid.dynamics.quaternion import rotate
 
 MODELS = ("fisheye", "pinhole")
 

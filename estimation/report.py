@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from estimation.estimate import Estimate
+from physid.estimation.estimate import Estimate
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import null_space, solveh_banded
 
-from estimation.lm import Linearization, banded_upper, normal_equations, single_threaded_blas
+from physid.estimation.lm import Linearization, banded_upper, normal_equations, single_threaded_blas
 
 RCOND = 1e-10  # singular values of TᵀT below RCOND · largest count as "not excited"
 REL_STD_LIMIT = 0.5  # a parameter whose std exceeds half its magnitude is not identified

@@ -20,7 +20,7 @@ app = typer.Typer(
 console = Console(stderr=True)
 
 # Modules that add their own sub-commands through ``register(app)``.
-COMMAND_MODULES: tuple[str, ...] = ("rigs.encoders.record", "vision.cli")
+COMMAND_MODULES: tuple[str, ...] = ("physid.rigs.encoders.record", "physid.vision.cli")
 
 
 class UserError(Exception):
@@ -60,17 +60,17 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Random seed for the noise")] = 0,
 ) -> None:
     """Simulate a rig and write encoder-style data, the true parameters and a plot."""
-    from rigs.kinds import SimulateOptions, kind_module
+    from physid.rigs.models.kinds import SimulateOptions, kind_module
 
     if sample is not None:
-        from rigs.sample import write_samples
+        from physid.rigs.pipeline.sample import write_samples
 
         for label, path in write_samples(sample, console).items():
             console.print(f"[green]wrote[/green] {label}: {path}")
         return
     if rig is None or out is None:
         raise UserError("give a RIG and --out DIR, or --sample DIR for the sample experiments")
-    from rigs.spec import load_spec, with_overrides
+    from physid.spec import load_spec, with_overrides
 
     spec = with_overrides(load_spec(rig), _parse_sets(set_ or []))
     options = SimulateOptions(out, duration, dt, noise, seed, control)
@@ -95,8 +95,8 @@ def identify(
     """Identify the rig's parameters from recorded data and write estimate.json."""
     from dataclasses import replace
 
-    from rigs.kinds import kind_module
-    from rigs.spec import load_spec
+    from physid.rigs.models.kinds import kind_module
+    from physid.spec import load_spec
 
     spec = load_spec(rig)
     if model_error:
@@ -128,7 +128,7 @@ def process(
     ] = True,
 ) -> None:
     """Discover, track, synchronize and identify every experiment; write reports + index."""
-    from rigs.process import ProcessOptions, process_folder
+    from physid.rigs.pipeline.process import ProcessOptions, process_folder
 
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: give at least 1")
@@ -146,8 +146,8 @@ def _register_plugins() -> None:
 
 def main() -> None:
     """Console-script entry point: user errors print one clear line and exit with status 2."""
-    from rigs.allocator import tune_this_process
-    from rigs.errors import InputError
+    from physid.errors import InputError
+    from physid.rigs.pipeline.allocator import tune_this_process
 
     tune_this_process()
     _register_plugins()

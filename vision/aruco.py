@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vision.camera import Camera
+from physid.vision.camera import Camera
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def render_marker(
 ) -> np.ndarray:
     """A grey image of one marker (with a white quiet zone) on a grey wall, rendered through
     ``camera`` at pose rvec, tvec (marker centre, m): for tests."""
-    from vision.render import PixelRays
+    from physid.vision.render import PixelRays
 
     d = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dictionary))
     modules = d.markerSize + 2

@@ -16,10 +16,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.errors import InputError
-from vision.camera import Camera
-from vision.render import board_points
-from vision.video import frames, open_video
+from physid.errors import InputError
+from physid.vision.camera import Camera
+from physid.vision.render import board_points
+from physid.vision.video import frames, open_video
 
 
 class BoardError(InputError):

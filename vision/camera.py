@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.errors import InputError
+from physid.errors import InputError
 
 MODELS = ("fisheye", "pinhole")
 # Iterative undistortion: OpenCV's default (10 iterations) leaves ~0.01 px errors at the edge

@@ -40,7 +40,7 @@ def calibrate(
     """Calibrate a camera from a checkerboard (or ChArUco) video; writes K, D, size as JSON."""
     import time
 
-    from vision.calibrate import calibrate_video, parse_board
+    from physid.vision.calibrate import calibrate_video, parse_board
 
     pattern = parse_board(board)
     start = time.perf_counter()
@@ -84,12 +84,12 @@ def track(
     """Track the rig's markers and write the pose stream (t, x, y, theta + quality)."""
     import time
 
-    from rigs.spec import load_spec
-    from vision.camera import Camera
-    from vision.posefile import write_pose_csv
-    from vision.scene import scene_from_spec
-    from vision.tracking import track_video
-    from vision.video import open_video
+    from physid.spec import load_spec
+    from physid.vision.camera import Camera
+    from physid.vision.posefile import write_pose_csv
+    from physid.vision.scene import scene_from_spec
+    from physid.vision.tracking import track_video
+    from physid.vision.video import open_video
 
     camera = Camera.load(calibration)
     scene = scene_from_spec(load_spec(rig))
@@ -114,7 +114,7 @@ def track(
     )
     console.print(f"[green]wrote[/green] {out} (+ {out.name}.json)")
     if overlay is not None:
-        from vision.overlay import write_overlay
+        from physid.vision.overlay import write_overlay
 
         write_overlay(result, camera, scene, overlay, info.fps or 30.0)
         console.print(f"[green]wrote[/green] overlay {overlay}")
@@ -130,22 +130,22 @@ def render(
     seed: Annotated[int, typer.Option(help="Noise seed")] = 0,
 ) -> None:
     """Render a synthetic drop or checkerboard video with ground truth beside it."""
-    from rigs.spec import load_spec
-    from vision.camera import action_camera, pinhole_camera
-    from vision.render import (
+    from physid.spec import load_spec
+    from physid.vision.camera import action_camera, pinhole_camera
+    from physid.vision.render import (
         RenderOptions,
         default_view,
         drop_trajectory,
         render_checkerboard_video,
         render_drop,
     )
-    from vision.scene import scene_from_spec
+    from physid.vision.scene import scene_from_spec
 
     camera = action_camera() if model == "fisheye" else pinhole_camera()
     if kind == "checkerboard":
         render_checkerboard_video(out, camera, (9, 6), 0.02, frames, seed=seed)
     elif kind == "charuco":
-        from vision.render import render_charuco_video
+        from physid.vision.render import render_charuco_video
 
         # 10x7 squares of 20 mm, 15 mm DICT_4X4_50 markers
         render_charuco_video(out, camera, (10, 7), 0.02, 0.015, n_frames=frames, seed=seed)

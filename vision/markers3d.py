@@ -27,10 +27,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.errors import InputError
-from rigs.streams import Stream
-from vision.camera import Camera
-from vision.video import VideoWriter, frames, open_video
+from physid.errors import InputError
+from physid.streams import Stream
+from physid.vision.camera import Camera
+from physid.vision.video import VideoWriter, frames, open_video
 
 BACKGROUND, PLATE, INK, PLATE_BACK, ROD = 200.0, 238.0, 28.0, 150.0, 120.0
 DICTIONARY = "DICT_4X4_50"

@@ -8,8 +8,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision.tracking import TrackResult
-from vision.video import VideoWriter, frames
+from physid.vision.tracking import TrackResult
+from physid.vision.video import VideoWriter, frames
 
 _COLOURS = [(0, 0, 255), (255, 0, 0)]  # BGR: marker 0 red, marker 1 blue
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rigs.errors import InputError
-from rigs.streams import Stream
+from physid.errors import InputError
+from physid.streams import Stream
 
 
 def write_pose_csv(path: str | Path, stream: Stream, frames: np.ndarray) -> Path:
@@ -55,7 +55,7 @@ def read_pose_csv(path: str | Path) -> Stream:
         raise InputError(f"{path}: line 1: expected a header starting t,x,y,theta")
     data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
     channels = header[1:-2]
-    from vision.tracking import POSE_CHANNELS, POSE_UNITS
+    from physid.vision.tracking import POSE_CHANNELS, POSE_UNITS
 
     units = [POSE_UNITS[POSE_CHANNELS.index(c)] if c in POSE_CHANNELS else "" for c in channels]
     values = data[:, 1:-2]

@@ -19,9 +19,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision.camera import Camera, rodrigues
-from vision.scene import Scene
-from vision.video import VideoWriter
+from physid.vision.camera import Camera, rodrigues
+from physid.vision.scene import Scene
+from physid.vision.video import VideoWriter
 
 PAPER, PLYWOOD, BAR, INK = 225.0, 170.0, 165.0, 30.0
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rigs.spec import RigSpec, SpecError
-from rigs.units import UnitError, parse_unit
+from physid.spec import RigSpec, SpecError
+from physid.units import UnitError, parse_unit
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,20 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.errors import InputError
-from rigs.streams import Stream
-from vision.camera import Camera
-from vision.circles import Blob, Centre, dark_threshold, disk_bias, find_blobs, weighted_centre
-from vision.scene import Scene
-from vision.video import frames, open_video
-from vision.world import (
+from physid.errors import InputError
+from physid.streams import Stream
+from physid.vision.camera import Camera
+from physid.vision.circles import (
+    Blob,
+    Centre,
+    dark_threshold,
+    disk_bias,
+    find_blobs,
+    weighted_centre,
+)
+from physid.vision.scene import Scene
+from physid.vision.video import frames, open_video
+from physid.vision.world import (
     PlanePose,
     body_pose,
     match_corners,

@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.errors import InputError
+from physid.errors import InputError
 
 FOURCC_FOR_SUFFIX = {".avi": "MJPG", ".mp4": "mp4v", ".mkv": "FFV1"}
 

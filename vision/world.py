@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vision.camera import Camera
+from physid.vision.camera import Camera
 
 
 @dataclass(frozen=True)

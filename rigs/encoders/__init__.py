@@ -3,9 +3,9 @@
 See ``docs/encoder-format.md`` and ``shared/encoder-protocol.md``.
 """
 
-from rigs.encoders.csvlog import read_log_csv, write_log_csv
-from rigs.encoders.decode import DecodeStats, Frames, StreamDecoder, decode_capture
-from rigs.encoders.readers import read_capture, read_log
+from physid.rigs.encoders.csvlog import read_log_csv, write_log_csv
+from physid.rigs.encoders.decode import DecodeStats, Frames, StreamDecoder, decode_capture
+from physid.rigs.encoders.readers import read_capture, read_log
 
 __all__ = [
     "DecodeStats",

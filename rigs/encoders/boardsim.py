@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rigs.encoders.protocol import encode_frames, frame_length
+from physid.rigs.encoders.protocol import encode_frames, frame_length
 
 DEFAULT_COUNTS_PER_REV = 4096
 
@@ -79,8 +79,8 @@ def trajectory_from_csv(path: str | Path, spec=None, rate: float | None = None) 
     Without a spec the channels use 4096 counts/rev, sign +1, offset 0. Rows with a missing
     sample are not sent (the board "drops" them), so a round trip keeps the gaps.
     """
-    from rigs.encoders.convert import encoder_channels
-    from rigs.encoders.csvlog import read_log_csv
+    from physid.rigs.encoders.convert import encoder_channels
+    from physid.rigs.encoders.csvlog import read_log_csv
 
     log = read_log_csv(path)
     names = log.channels[:-1]

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rigs.encoders.decode import DecodeStats, Frames
-from rigs.errors import InputError
-from rigs.spec import RigSpec, SpecError, _quantity
-from rigs.streams import Stream
+from physid.errors import InputError
+from physid.rigs.encoders.decode import DecodeStats, Frames
+from physid.spec import RigSpec, SpecError, _quantity
+from physid.streams import Stream
 
 # A gap longer than this is left as a jump in t instead of being filled with missing rows
 # (about 17 min at 1 kHz); it is still reported in source["unfilled_gaps"].
@@ -130,7 +130,7 @@ def frames_to_stream(
 
 def stream_from_capture(path: str | Path, spec: RigSpec | None, strict: bool = False) -> Stream:
     """Read a raw ``.bin`` capture into an EncoderStream; see :func:`read_capture`."""
-    from rigs.encoders.readers import read_capture
+    from physid.rigs.encoders.readers import read_capture
 
     frames, stats = read_capture(path, strict=strict)
     channels = encoder_channels(spec) if spec is not None else default_channels(stats.n_channels)

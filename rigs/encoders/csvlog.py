@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rigs.errors import InputError
-from rigs.streams import Stream
+from physid.errors import InputError
+from physid.streams import Stream
 
 ANGLE_UNIT = "rad"
 CONTROL_UNIT = "V"

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from rigs.encoders.protocol import (
+from physid.rigs.encoders.protocol import (
     MAX_CHANNELS,
     SYNC0,
     SYNC1,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rigs.encoders.csvlog import read_log_csv
-from rigs.encoders.decode import DecodeStats, Frames, decode_capture
-from rigs.encoders.protocol import frame_length
-from rigs.errors import InputError
-from rigs.spec import RigSpec, load_spec
-from rigs.streams import Stream
+from physid.errors import InputError
+from physid.rigs.encoders.csvlog import read_log_csv
+from physid.rigs.encoders.decode import DecodeStats, Frames, decode_capture
+from physid.rigs.encoders.protocol import frame_length
+from physid.spec import RigSpec, load_spec
+from physid.streams import Stream
 
 
 class CaptureError(InputError):
@@ -89,7 +89,7 @@ def read_log(path: str | Path, spec: RigSpec | str | Path | None = None) -> Stre
             )
         if not isinstance(spec, RigSpec):
             spec = load_spec(spec)
-        from rigs.encoders.convert import stream_from_capture
+        from physid.rigs.encoders.convert import stream_from_capture
 
         return stream_from_capture(path, spec)
     raise InputError(

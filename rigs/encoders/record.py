@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from rigs.errors import InputError
+from physid.errors import InputError
 
 DEFAULT_BAUD = 921600
 STATUS_EVERY_S = 0.5
@@ -61,12 +61,12 @@ def record(
     import serial
     from rich.console import Console
 
-    from rigs.encoders.decode import StreamDecoder
+    from physid.rigs.encoders.decode import StreamDecoder
 
     console = Console(stderr=True, soft_wrap=True)
     spec = None
     if rig is not None:
-        from rigs.spec import load_spec
+        from physid.spec import load_spec
 
         spec = load_spec(rig.replace("-", "_"))
     for existing in (out, out.with_suffix(".csv")):
@@ -150,8 +150,8 @@ def record(
 
 
 def _summarize(console, out: Path, spec, received: int, elapsed: float, interrupted: bool) -> None:
-    from rigs.encoders.convert import stream_from_capture
-    from rigs.encoders.csvlog import write_log_csv
+    from physid.rigs.encoders.convert import stream_from_capture
+    from physid.rigs.encoders.csvlog import write_log_csv
 
     how = "stopped by user" if interrupted else "done"
     console.print(f"{how} after {elapsed:.1f} s: {received} bytes in {out}")
@@ -199,7 +199,7 @@ def board_sim(
     """Simulate the encoder board on a pseudo-terminal; record it with physid record --port."""
     from rich.console import Console
 
-    from rigs.encoders.boardsim import (
+    from physid.rigs.encoders.boardsim import (
         BoardSimulator,
         encode_trajectory,
         inject_faults,
@@ -211,7 +211,7 @@ def board_sim(
     if log is not None:
         spec = None
         if rig is not None:
-            from rigs.spec import load_spec
+            from physid.spec import load_spec
 
             spec = load_spec(rig.replace("-", "_"))
         traj = trajectory_from_csv(log, spec)

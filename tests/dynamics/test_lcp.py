@@ -3,7 +3,7 @@
 import jax
 import numpy as np
 
-from dynamics.lcp import solve_lcp
+from physid.dynamics.lcp import solve_lcp
 
 solve = jax.jit(solve_lcp)
 

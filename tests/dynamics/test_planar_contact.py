@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dynamics.planar_contact import (
+from physid.dynamics.planar_contact import (
     Ellipse,
     Ground,
     contact_geometry,

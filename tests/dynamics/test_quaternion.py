@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics.quaternion import (
+from physid.dynamics.quaternion import (
     boxminus,
     boxminus_small_angle,
     boxplus,

@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.multibody import hinge_violation
-from rigs.furuta import build
-from rigs.hinged import run_simulation, simulation_table, truth_values
-from rigs.spec import load_spec
+from physid.dynamics.multibody import hinge_violation
+from physid.rigs.models.furuta import build
+from physid.rigs.models.hinged import run_simulation, simulation_table, truth_values
+from physid.spec import load_spec
 
 
 def test_release_runs_10_s_at_h_1e_4_with_bounded_violations():

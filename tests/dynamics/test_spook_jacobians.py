@@ -5,15 +5,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics.multibody import (
+from physid.dynamics.multibody import (
     constraint_jacobian,
     hinge_angle_rate_row,
     hinge_kinematics,
     hinge_violation,
 )
-from rigs.furuta import build as build_furuta
-from rigs.pendulum import build as build_pendulum
-from rigs.spec import load_spec
+from physid.rigs.models.furuta import build as build_furuta
+from physid.rigs.models.pendulum import build as build_pendulum
+from physid.spec import load_spec
 
 
 @pytest.mark.parametrize("name", ["furuta", "pendulum"])

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.signal import find_peaks
 
-from dynamics.multibody import hinge_violation, mass_matrix_blocks
-from dynamics.spook import simulate, trajectory_residuals
-from rigs.pendulum import build
-from rigs.spec import load_spec, with_overrides
+from physid.dynamics.multibody import hinge_violation, mass_matrix_blocks
+from physid.dynamics.spook import simulate, trajectory_residuals
+from physid.rigs.models.pendulum import build
+from physid.spec import load_spec, with_overrides
 
 H = 1e-3
 

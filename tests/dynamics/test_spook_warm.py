@@ -6,10 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dynamics import spook
-from rigs.furuta import build
-from rigs.hinged import simulation_table, truth_values
-from rigs.spec import load_spec
+from physid.dynamics import spook
+from physid.rigs.models.furuta import build
+from physid.rigs.models.hinged import simulation_table, truth_values
+from physid.spec import load_spec
 
 
 def furuta():

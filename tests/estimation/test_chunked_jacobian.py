@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from estimation.hinged_problem import JACOBIAN_CHUNK, _chunked_vmap
+from physid.estimation.hinged_problem import JACOBIAN_CHUNK, _chunked_vmap
 
 
 def _block(x, w, empty):

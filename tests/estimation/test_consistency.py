@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from estimation.consistency import (
+from physid.estimation.consistency import (
     BodyInertia,
     constrained_step,
     inertia_lmi,

@@ -3,11 +3,11 @@ linearization without its θ columns."""
 
 import numpy as np
 
-from estimation.hinged_problem import HingedProblem
-from estimation.initialize import initial_states, smooth_angles
-from rigs import pendulum
-from rigs.hinged import run_simulation
-from rigs.spec import load_spec
+from physid.estimation.hinged_problem import HingedProblem
+from physid.estimation.initialize import initial_states, smooth_angles
+from physid.rigs.models import pendulum
+from physid.rigs.models.hinged import run_simulation
+from physid.spec import load_spec
 
 
 def test_states_only_linearization_drops_exactly_the_theta_columns():

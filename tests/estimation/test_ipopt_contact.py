@@ -6,8 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dynamics.planar_contact import Ellipse, Ground, contact_geometry_sx, simulate
-from estimation.ipopt_contact import (
+from physid.dynamics.planar_contact import Ellipse, Ground, contact_geometry_sx, simulate
+from physid.estimation.ipopt_contact import (
     ContactGeometry,
     IpoptSettings,
     NotIdentifiableError,

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from rigs.ellipse_drop import NotIdentifiableInput, identify, read_pose_csv, simulate
-from rigs.errors import InputError
-from rigs.kinds import SimulateOptions, kind_module
-from rigs.spec import load_spec, with_overrides
+from physid.errors import InputError
+from physid.rigs.models.ellipse_drop import NotIdentifiableInput, identify, read_pose_csv, simulate
+from physid.rigs.models.kinds import SimulateOptions, kind_module
+from physid.spec import load_spec, with_overrides
 
 QUIET = Console(quiet=True)
 
@@ -35,7 +35,7 @@ def test_pose_csv_errors_name_file_and_line(tmp_path):
 
 def test_simulate_writes_poses_impulses_and_truth(tmp_path):
     spec = with_overrides(load_spec("ellipse_drop"), {"mu": "0.4", "fps": "120"})
-    assert kind_module(spec).__name__ == "rigs.ellipse_drop"
+    assert kind_module(spec).__name__ == "physid.rigs.models.ellipse_drop"
     written = simulate(spec, SimulateOptions(tmp_path, duration=0.3, noise=0.0), QUIET)
     truth = json.loads(written["truth"].read_text())
     assert truth["J_over_m"] == pytest.approx(756e-6)
@@ -75,9 +75,9 @@ def test_identify_skips_incomplete_frames_rather_than_inventing_them(tmp_path):
 def _track_csv(tmp_path, mu: float, duration: float, fps: int, drop: tuple[int, ...]):
     """A pose CSV as ``physid track`` writes it (quality columns, nan rows, sidecar with the
     ground line measured from the video), from an IRC simulation with 1 mm noise."""
-    from rigs.streams import Stream
-    from vision.posefile import write_pose_csv
-    from vision.tracking import POSE_CHANNELS, POSE_UNITS
+    from physid.streams import Stream
+    from physid.vision.posefile import write_pose_csv
+    from physid.vision.tracking import POSE_CHANNELS, POSE_UNITS
 
     spec = with_overrides(load_spec("ellipse_drop"), {"mu": str(mu), "fps": str(fps)})
     sim = simulate(spec, SimulateOptions(tmp_path / "sim", duration=duration, seed=3), QUIET)

@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from estimation.hinged_problem import HingedProblem, _Model
-from estimation.initialize import initial_states, smooth_angles
-from rigs import furuta
-from rigs.hinged import run_simulation
-from rigs.spec import load_spec
+from physid.estimation.hinged_problem import HingedProblem, _Model
+from physid.estimation.initialize import initial_states, smooth_angles
+from physid.rigs.models import furuta
+from physid.rigs.models.hinged import run_simulation
+from physid.spec import load_spec
 
 NAMES = ("J_Azz", "J_Byy", "b1", "b2", "K", "mu1", "mu2", "tilt_x", "tilt_z")
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from estimation.hinged_problem import HingedProblem
-from estimation.initialize import initial_states, smooth_angles
-from estimation.lm import LMSettings
-from estimation.uncertainty import parameter_covariance
-from rigs import furuta
-from rigs.hinged import run_simulation
-from rigs.identify_hinged import kappa_schedule, solve_continued
-from rigs.spec import load_spec
+from physid.estimation.hinged_problem import HingedProblem
+from physid.estimation.initialize import initial_states, smooth_angles
+from physid.estimation.lm import LMSettings
+from physid.estimation.uncertainty import parameter_covariance
+from physid.rigs.models import furuta
+from physid.rigs.models.hinged import run_simulation
+from physid.rigs.models.identify_hinged import kappa_schedule, solve_continued
+from physid.spec import load_spec
 
 TRUTH = {"J_Azz": 0.003, "J_Byy": 0.004, "b1": 1e-3, "b2": 1e-4}  # Table G.5
 
@@ -63,7 +63,7 @@ def _identify_simulated(scenario, measure):
     """Simulate ``scenario`` with the spec's [simulation] truth (h = 1e-4), log it at 1 kHz
     through ``measure`` and identify the spec's parameters from Table 1 initial values with
     the other values known, at the spec's h and κ. Returns (LMResult, {name: value}, truth)."""
-    from rigs.synthetic import identify_recording, record
+    from physid.rigs.pipeline.synthetic import identify_recording, record
 
     rec = record(load_spec("furuta"), scenario, measure)
     res, values, _ = identify_recording(rec.spec, rec.log)
@@ -80,8 +80,8 @@ def test_driven_furuta_converges_to_the_four_parameters():
     the h = 1e-3 discretization (5–11 % measured), so 20 %."""
     from dataclasses import replace
 
-    from rigs.sample import FURUTA
-    from rigs.synthetic import quantizer
+    from physid.rigs.pipeline.sample import FURUTA
+    from physid.rigs.pipeline.synthetic import quantizer
 
     res, values, truth = _identify_simulated(replace(FURUTA, duration=3.0), quantizer(4096))
     assert res.converged, res.reason
@@ -98,7 +98,7 @@ def test_seed_experiment_4_7_release():
     3 % the issue asks (measured +1.5 % and −0.3 % at the spec's κ = 1e3). The dampers are
     shadow parameters of the coarser step (−21 %, −34 % measured): only their convergence
     is checked here, as at h = 1e-2 in the paper."""
-    from rigs.sample import EncoderScenario
+    from physid.rigs.pipeline.sample import EncoderScenario
 
     rng = np.random.default_rng(0)
     res, values, truth = _identify_simulated(
@@ -128,10 +128,9 @@ def test_thirteen_parameter_swing_up():
     The four friction coefficients carry the shadow bias of h = 1e-3 (b1 ≈ 0, b2 +125 %,
     μ1 +16 %, μ2 −74 %; a refit at h/2 about halves it, eps_fric 1–100 barely moves it), so
     they are only required to be non-negative."""
-    from rigs.identify_hinged import fitted_covariance
-    from rigs.sample import SWING_UP
-    from rigs.spec import with_parameters
-    from rigs.synthetic import (
+    from physid.rigs.models.identify_hinged import fitted_covariance
+    from physid.rigs.pipeline.sample import SWING_UP
+    from physid.rigs.pipeline.synthetic import (
         FURUTA_SECTION_4_6,
         FURUTA_SECTION_4_6_METHOD,
         FURUTA_SECTION_4_6_TRUTH,
@@ -139,6 +138,7 @@ def test_thirteen_parameter_swing_up():
         quantizer,
         record,
     )
+    from physid.spec import with_parameters
 
     rec = record(load_spec("furuta"), SWING_UP, quantizer(4096), FURUTA_SECTION_4_6_TRUTH)
     spec = with_parameters(rec.spec, FURUTA_SECTION_4_6)

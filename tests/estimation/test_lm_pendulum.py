@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from rigs import pendulum
-from rigs.kinds import SimulateOptions
-from rigs.spec import load_spec
+from physid.rigs.models import pendulum
+from physid.rigs.models.kinds import SimulateOptions
+from physid.spec import load_spec
 
 TRUTH = {"J": 0.0039, "b": 2e-4, "mu": 1.8e-3}  # Table 2 values, as in pendulum.toml
 

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from estimation.lm import (
+from physid.estimation.lm import (
     Linearization,
     LMSettings,
     _acceleration,

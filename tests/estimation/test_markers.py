@@ -9,16 +9,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from estimation.hinged_problem import HingedProblem
-from estimation.initialize import initial_states
-from estimation.markers import (
+from physid.estimation.hinged_problem import HingedProblem
+from physid.estimation.initialize import initial_states
+from physid.estimation.markers import (
     MarkerObservations,
     pixels_on_grid,
     project_fisheye,
     project_pinhole,
 )
-from rigs import furuta
-from rigs.spec import load_spec
+from physid.rigs.models import furuta
+from physid.spec import load_spec
 
 K = np.array([[610.0, 0.0, 642.5], [0.0, 605.0, 358.0], [0.0, 0.0, 1.0]])
 D_FISHEYE = np.array([0.041, -0.012, 0.0031, -0.0007])  # GoPro-like equidistant k1..k4

@@ -1,7 +1,7 @@
 """Fusing camera markers with encoders (Marklund et al. (3.6) with a second observation term):
 a simulated pendulum release, its encoder with 1e-3 rad noise, three body-fixed markers seen
 at 120 fps through a synthetic fisheye with 0.3 px noise. Identified through
-``rigs.identify_hinged.identify_series`` (the pipeline's entry point) with and without the
+``rigs.models.identify_hinged.identify_series`` (the pipeline's entry point) with and without the
 markers."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import cv2
 import numpy as np
 import pytest
 
-from estimation.markers import MarkerObservations
-from rigs import pendulum
-from rigs.hinged import run_simulation
-from rigs.identify_hinged import identify_series, series_on_grid
-from rigs.spec import load_spec
-from rigs.streams import Stream
+from physid.estimation.markers import MarkerObservations
+from physid.rigs.models import pendulum
+from physid.rigs.models.hinged import run_simulation
+from physid.rigs.models.identify_hinged import identify_series, series_on_grid
+from physid.spec import load_spec
+from physid.streams import Stream
 
 TRUTH = {"J": 0.0039, "b": 2e-4, "mu": 1.8e-3}  # pendulum.toml [simulation] truth
 K = np.array([[1100.0, 0.0, 640.0], [0.0, 1100.0, 360.0], [0.0, 0.0, 1.0]])

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from rigs.identify_hinged import halve_series
+from physid.rigs.models.identify_hinged import halve_series
 
 
 def test_halve_series_keeps_samples_on_even_steps_and_holds_the_control():
@@ -34,11 +34,11 @@ def test_model_error_covers_the_shadow_bias_of_a_coarse_step():
     h = 5e-3: the linearized std alone puts J and rμ 3 std from the truth (z = −2.9 and
     +3.2 measured); with the h/2 refit's discretization error both are within 1.5 std
     (−0.5 and +1.1 measured)."""
-    from rigs.identify_hinged import identify_series, series_on_grid
-    from rigs.kinds import kind_module
-    from rigs.sample import EncoderScenario
-    from rigs.spec import load_spec
-    from rigs.synthetic import record
+    from physid.rigs.models.identify_hinged import identify_series, series_on_grid
+    from physid.rigs.models.kinds import kind_module
+    from physid.rigs.pipeline.sample import EncoderScenario
+    from physid.rigs.pipeline.synthetic import record
+    from physid.spec import load_spec
 
     rng = np.random.default_rng(0)
     rec = record(

@@ -1,6 +1,6 @@
 """HTML report builders (estimation.report): what a reader must be able to see."""
 
-from estimation.report import _consistency_note, _kappa_note, index_page, parameter_rows
+from physid.estimation.report import _consistency_note, _kappa_note, index_page, parameter_rows
 
 
 def summary(name, value, std, truth, identifiable=True, status="ok"):

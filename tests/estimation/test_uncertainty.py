@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from estimation.lm import Linearization
-from estimation.uncertainty import bound_flags, parameter_covariance
+from physid.estimation.lm import Linearization
+from physid.estimation.uncertainty import bound_flags, parameter_covariance
 
 N, D, P, MD, MO = 12, 2, 3, 2, 1  # steps, state dims, parameters, dynamics and obs rows
 

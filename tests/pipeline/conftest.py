@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rigs.sample import EncoderScenario, capture_bytes, simulate_hinged
-from rigs.spec import load_spec
+from physid.rigs.pipeline.sample import EncoderScenario, capture_bytes, simulate_hinged
+from physid.spec import load_spec
 
 # 1.5 s released from 2.5 rad: ~1500 LM steps, enough to identify J to well under 1 %.
 SHORT = EncoderScenario(duration=1.5, angles0=(2.5,), board_t0=3.0, seed=1)

@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from rigs.errors import InputError
-from rigs.experiments import discover, input_hash
+from physid.errors import InputError
+from physid.rigs.pipeline.experiments import discover, input_hash
 
 
 def test_stems_group_files_and_use_the_folder_spec(pendulum_folder):

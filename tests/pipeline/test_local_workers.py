@@ -8,8 +8,8 @@ import os
 import pytest
 from rich.console import Console
 
-from rigs import allocator
-from rigs.process import ProcessOptions, _client
+from physid.rigs.pipeline import allocator
+from physid.rigs.pipeline.process import ProcessOptions, _client
 
 
 def _environment():

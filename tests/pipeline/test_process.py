@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rigs.process import ProcessOptions, load_index, process_folder
-from rigs.spec import load_spec
-from vision.camera import action_camera
+from physid.rigs.pipeline.process import ProcessOptions, load_index, process_folder
+from physid.spec import load_spec
+from physid.vision.camera import action_camera
 
-PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
+PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
 # Tests of reuse and resumption leave out the cross-experiment pass (its own test below).
 NO_CV = ProcessOptions(jobs=1, cross_validate=False)
 

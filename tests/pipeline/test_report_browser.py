@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from rich.console import Console
 
-from rigs.process import ProcessOptions, process_folder
+from physid.rigs.pipeline.process import ProcessOptions, process_folder
 
 pytestmark = pytest.mark.browser
 

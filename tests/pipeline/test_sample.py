@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rigs.sample import write_samples
+from physid.rigs.pipeline.sample import write_samples
 
 pytestmark = pytest.mark.slow
 

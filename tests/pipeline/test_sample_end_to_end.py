@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rigs.process import ProcessOptions, load_index, process_folder
+from physid.rigs.pipeline.process import ProcessOptions, load_index, process_folder
 
 SAMPLE = Path(__file__).resolve().parents[2] / "videos"
 GOALS = {

@@ -11,7 +11,7 @@ import pytest
 _CHILD = """
 import resource, sys
 import numpy as np
-from rigs import allocator
+from physid.rigs.pipeline import allocator
 if sys.argv[1] == "tuned":
     assert allocator.tune_this_process()
 a = np.ones(20 * 2**20 // 8); del a

@@ -9,10 +9,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rigs import furuta, pendulum
-from rigs.errors import InputError
-from rigs.identify_hinged import _consistent_start, build_problem, method_settings
-from rigs.spec import load_spec, with_overrides, with_parameters
+from physid.errors import InputError
+from physid.rigs.models import furuta, pendulum
+from physid.rigs.models.identify_hinged import _consistent_start, build_problem, method_settings
+from physid.spec import load_spec, with_overrides, with_parameters
 
 
 def _series(n: int, channels: int) -> dict:

@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rigs.encoders import read_log, read_log_csv, write_log_csv
-from rigs.encoders.boardsim import encode_trajectory, inject_faults, synthetic_trajectory
-from rigs.encoders.convert import encoder_channels
-from rigs.encoders.protocol import encode_frames, frame_length
-from rigs.encoders.readers import TruncatedCaptureWarning, read_capture
-from rigs.errors import InputError
-from rigs.spec import load_spec
+from physid.errors import InputError
+from physid.rigs.encoders import read_log, read_log_csv, write_log_csv
+from physid.rigs.encoders.boardsim import encode_trajectory, inject_faults, synthetic_trajectory
+from physid.rigs.encoders.convert import encoder_channels
+from physid.rigs.encoders.protocol import encode_frames, frame_length
+from physid.rigs.encoders.readers import TruncatedCaptureWarning, read_capture
+from physid.spec import load_spec
 
 SPEC = """
 [rig]
@@ -146,10 +146,10 @@ def test_clean_capture_has_no_warning(tmp_path: Path, spec) -> None:
 
 
 def test_board_sim_replays_a_csv_log_through_the_decoder(tmp_path: Path, spec) -> None:
-    from rigs.encoders.boardsim import trajectory_from_csv
-    from rigs.encoders.convert import encoder_channels, frames_to_stream
-    from rigs.encoders.decode import decode_capture
-    from rigs.streams import Stream
+    from physid.rigs.encoders.boardsim import trajectory_from_csv
+    from physid.rigs.encoders.convert import encoder_channels, frames_to_stream
+    from physid.rigs.encoders.decode import decode_capture
+    from physid.streams import Stream
 
     rng = np.random.default_rng(8)
     m = 400

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rigs.encoders import read_log, read_log_csv, write_log_csv
-from rigs.errors import InputError
-from rigs.streams import Stream
+from physid.errors import InputError
+from physid.rigs.encoders import read_log, read_log_csv, write_log_csv
+from physid.streams import Stream
 
 
 def _stream(n: int = 500, seed: int = 0) -> Stream:

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from rigs.encoders.boardsim import encode_trajectory, inject_faults, synthetic_trajectory
-from rigs.encoders.decode import Frames, StreamDecoder, decode_capture
-from rigs.encoders.protocol import encode_frame, encode_frames, frame_length
+from physid.rigs.encoders.boardsim import encode_trajectory, inject_faults, synthetic_trajectory
+from physid.rigs.encoders.decode import Frames, StreamDecoder, decode_capture
+from physid.rigs.encoders.protocol import encode_frame, encode_frames, frame_length
 
 
 def _intact(n_frames: int, plan) -> np.ndarray:

@@ -6,8 +6,14 @@ import struct
 import numpy as np
 import pytest
 
-from rigs.encoders.decode import Frames, StreamDecoder, decode_capture
-from rigs.encoders.protocol import crc16, crc16_rows, encode_frame, encode_frames, frame_length
+from physid.rigs.encoders.decode import Frames, StreamDecoder, decode_capture
+from physid.rigs.encoders.protocol import (
+    crc16,
+    crc16_rows,
+    encode_frame,
+    encode_frames,
+    frame_length,
+)
 
 
 def _reference_frame(seq: int, t_us: int, counts: list[int], u_mv: int) -> bytes:

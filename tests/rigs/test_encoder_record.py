@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import serial
 
-from rigs.encoders import read_log_csv
-from rigs.encoders.boardsim import (
+from physid.rigs.encoders import read_log_csv
+from physid.rigs.encoders.boardsim import (
     BoardSimulator,
     encode_trajectory,
     inject_faults,
     synthetic_trajectory,
 )
-from rigs.encoders.decode import Frames, StreamDecoder, decode_capture
+from physid.rigs.encoders.decode import Frames, StreamDecoder, decode_capture
 
-PHYSID = [sys.executable, "-c", "from rigs.cli import main; main()"]
+PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
 
 
 def _start_recorder(port: str, out: Path, *extra: str, physid=PHYSID) -> subprocess.Popen:
@@ -74,7 +74,7 @@ def test_ctrl_c_stops_a_recorder_started_in_the_background(tmp_path: Path) -> No
     out = tmp_path / "bg.bin"
     # The state a background child inherits (not preexec_fn: forking this JAX process is unsafe).
     ignoring = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
-                "signal.SIG_IGN); from rigs.cli import main; main()"]  # fmt: skip
+                "signal.SIG_IGN); from physid.rigs.cli import main; main()"]  # fmt: skip
     with BoardSimulator(frames.tobytes(), frames.shape[1], rate=1000.0) as sim:
         proc = _start_recorder(sim.port, out, physid=ignoring)
         sim.start()

@@ -1,11 +1,11 @@
-"""Marker pixels on the LM grid (rigs.fusion.markers_on_grid): each camera frame lands on
+"""Marker pixels on the LM grid (rigs.pipeline.fusion.markers_on_grid): each camera frame lands on
 the nearest encoder-clock step and is moved to that step's time by the encoders' motion."""
 
 import numpy as np
 
-from rigs.fusion import CameraPose, markers_on_grid
-from rigs.sync import SyncResult
-from vision.camera import action_camera
+from physid.rigs.pipeline.fusion import CameraPose, markers_on_grid
+from physid.rigs.pipeline.sync import SyncResult
+from physid.vision.camera import action_camera
 
 
 def test_frames_land_on_steps_with_the_motion_to_the_step_time_removed():

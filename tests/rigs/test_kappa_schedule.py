@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from rigs.identify_hinged import kappa_schedule, method_settings
-from rigs.spec import SpecError, load_spec
+from physid.rigs.models.identify_hinged import kappa_schedule, method_settings
+from physid.spec import SpecError, load_spec
 
 
 def _settings(**method):

@@ -6,12 +6,12 @@ import sys
 
 import numpy as np
 
-from rigs.encoders import read_log
+from physid.rigs.encoders import read_log
 
 
 def physid(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-c", "from rigs.cli import main; main()", *args],
+        [sys.executable, "-c", "from physid.rigs.cli import main; main()", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

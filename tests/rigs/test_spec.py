@@ -2,9 +2,9 @@
 
 import pytest
 
-from rigs.furuta import build as build_furuta
-from rigs.spec import SpecError, load_spec, with_overrides
-from rigs.units import UnitError, parse_unit, to_si
+from physid.rigs.models.furuta import build as build_furuta
+from physid.spec import SpecError, load_spec, with_overrides
+from physid.units import UnitError, parse_unit, to_si
 
 FURUTA = load_spec("furuta").path.read_text()
 
@@ -79,7 +79,7 @@ def test_dashes_normalized_in_builtin_names_but_never_in_paths(tmp_path):
     """`ellipse-drop` names the built-in spec; a real path with dashes is taken as it is."""
     import shutil
 
-    from rigs.spec import load_spec
+    from physid.spec import load_spec
 
     assert load_spec("ellipse-drop").model == "ellipse_drop"
     folder = tmp_path / "my-rig"

@@ -1,4 +1,5 @@
-"""Clock synchronization of a marker video and an encoder log (rigs.sync, rigs.fusion).
+"""Clock synchronization of a marker video and an encoder log (rigs.pipeline.sync and
+rigs.pipeline.fusion).
 
 Synthetic but exact: two markers on a Furuta-like arm and pendulum move with known angles;
 the encoder log quantizes the angles to 4096 counts/rev at 1 kHz on a board clock that runs
@@ -10,9 +11,9 @@ sample (1 ms).
 import numpy as np
 import pytest
 
-from rigs.fusion import synchronize_video
-from rigs.sync import coarse_candidates, refine_offset
-from vision.camera import action_camera
+from physid.rigs.pipeline.fusion import synchronize_video
+from physid.rigs.pipeline.sync import coarse_candidates, refine_offset
+from physid.vision.camera import action_camera
 
 OFFSET = 12.3456789  # s, board clock minus video clock
 ARM, DROP = 0.25, 0.15  # m: arm length, pendulum marker below the arm's end

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rigs.sample import SWING_UP, drive_voltage
-from rigs.spec import SpecError, load_spec, with_parameters
+from physid.rigs.pipeline.sample import SWING_UP, drive_voltage
+from physid.spec import SpecError, load_spec, with_parameters
 
 
 def test_square_drive_is_held_between_control_ticks_in_millivolt_steps():

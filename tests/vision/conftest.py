@@ -6,9 +6,15 @@ minutes on two cores; the full-drop numbers are in the ``slow`` tests.
 
 import pytest
 
-from vision.camera import action_camera
-from vision.render import DropRenderer, RenderOptions, default_view, drop_trajectory, render_drop
-from vision.scene import default_scene
+from physid.vision.camera import action_camera
+from physid.vision.render import (
+    DropRenderer,
+    RenderOptions,
+    default_view,
+    drop_trajectory,
+    render_drop,
+)
+from physid.vision.scene import default_scene
 
 OCCLUDED = (0, 20, 5)  # marker 0 hidden in frames 20-24 of the sharp clip
 

@@ -4,8 +4,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vision.aruco import detector, marker_poses, render_marker
-from vision.camera import action_camera
+from physid.vision.aruco import detector, marker_poses, render_marker
+from physid.vision.camera import action_camera
 
 FACING = np.diag([1.0, -1.0, -1.0])  # marker z towards the camera, y up (OpenCV convention)
 

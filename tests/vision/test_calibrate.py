@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from vision.calibrate import calibrate_video, parse_board
-from vision.camera import action_camera, pinhole_camera
-from vision.render import render_checkerboard_video
+from physid.vision.calibrate import calibrate_video, parse_board
+from physid.vision.camera import action_camera, pinhole_camera
+from physid.vision.render import render_checkerboard_video
 
 
 def _intrinsic_errors(found, true):
@@ -48,8 +48,8 @@ def test_parse_board():
 
 def test_outlier_view_is_rejected():
     # exact corners of 12 views, one of them with its corners shuffled by 2 px
-    from vision.calibrate import calibrate_views
-    from vision.render import board_points, board_poses
+    from physid.vision.calibrate import calibrate_views
+    from physid.vision.render import board_points, board_poses
 
     cam = action_camera()
     obj = board_points((9, 6), 0.02)
@@ -62,7 +62,7 @@ def test_outlier_view_is_rejected():
 
 
 def test_charuco_calibration_recovers_intrinsics(tmp_path):
-    from vision.render import render_charuco_video
+    from physid.vision.render import render_charuco_video
 
     true = action_camera()
     video = render_charuco_video(tmp_path / "charuco.avi", true, (10, 7), 0.02, 0.015, n_frames=24)

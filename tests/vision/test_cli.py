@@ -6,12 +6,14 @@ import sys
 import cv2
 import numpy as np
 
-from vision.posefile import read_pose_csv
-from vision.render import load_truth
+from physid.vision.posefile import read_pose_csv
+from physid.vision.render import load_truth
 
 
 def _physid(*args, cwd):
-    code = "import sys; from rigs.cli import main; sys.argv = ['physid'] + sys.argv[1:]; main()"
+    code = (
+        "import sys; from physid.rigs.cli import main; sys.argv = ['physid'] + sys.argv[1:]; main()"
+    )
     return subprocess.run(
         [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300
     )

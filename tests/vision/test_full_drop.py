@@ -7,8 +7,8 @@ The numbers measured here are quoted in docs/vision.md.
 import numpy as np
 import pytest
 
-from vision.render import RenderOptions, load_truth, render_drop
-from vision.tracking import track_video
+from physid.vision.render import RenderOptions, load_truth, render_drop
+from physid.vision.tracking import track_video
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,9 @@ import cv2
 import numpy as np
 import pytest
 
-from vision.camera import CalibrationError, Camera, action_camera, pinhole_camera
-from vision.circles import disk_bias, weighted_centre
-from vision.world import body_pose, match_corners, pixels_to_world, plane_pose, pose_std
+from physid.vision.camera import CalibrationError, Camera, action_camera, pinhole_camera
+from physid.vision.circles import disk_bias, weighted_centre
+from physid.vision.world import body_pose, match_corners, pixels_to_world, plane_pose, pose_std
 
 
 @pytest.mark.parametrize("make", [action_camera, pinhole_camera])

@@ -4,11 +4,11 @@ import cv2
 import numpy as np
 import pytest
 
-from rigs.errors import InputError
-from vision.calibrate import BoardError, calibrate_video
-from vision.render import load_truth
-from vision.tracking import TrackingError, track_video
-from vision.video import VideoWriter, frames
+from physid.errors import InputError
+from physid.vision.calibrate import BoardError, calibrate_video
+from physid.vision.render import load_truth
+from physid.vision.tracking import TrackingError, track_video
+from physid.vision.video import VideoWriter, frames
 
 
 def test_timestamps_come_from_the_container_not_index_times_fps(tmp_path):

@@ -10,9 +10,9 @@ hidden (occluded) in frames 6-10.
 import numpy as np
 import pytest
 
-from rigs.errors import InputError
-from vision.camera import action_camera
-from vision.markers3d import (
+from physid.errors import InputError
+from physid.vision.camera import action_camera
+from physid.vision.markers3d import (
     MarkerTrackingError,
     centre_from_corners,
     furuta_marker_frames,
@@ -22,7 +22,7 @@ from vision.markers3d import (
     render_marker_video,
     track_markers,
 )
-from vision.video import VideoError
+from physid.vision.video import VideoError
 
 FPS, FRAMES, SIDE = 120.0, 60, 0.035
 IDS = (3, 7, 11, 12)

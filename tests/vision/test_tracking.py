@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from vision.render import load_truth
-from vision.tracking import track_video
+from physid.vision.render import load_truth
+from physid.vision.tracking import track_video
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +110,9 @@ def test_times_are_presentation_timestamps(sharp):
 
 
 def test_pinhole_camera_path(tmp_path):
-    from vision.camera import pinhole_camera
-    from vision.render import RenderOptions, default_view, drop_trajectory, render_drop
-    from vision.scene import default_scene
+    from physid.vision.camera import pinhole_camera
+    from physid.vision.render import RenderOptions, default_view, drop_trajectory, render_drop
+    from physid.vision.scene import default_scene
 
     camera, scene = pinhole_camera(640, 360), default_scene()
     view = default_view(camera, scene, 0.45)

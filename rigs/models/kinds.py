@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from rigs.spec import RigSpec, SpecError
+from physid.spec import RigSpec, SpecError
 
 KIND_MODULES = {
-    "pendulum": "rigs.pendulum",
-    "furuta": "rigs.furuta",
-    "ellipse_drop": "rigs.ellipse_drop",
+    "pendulum": "physid.rigs.models.pendulum",
+    "furuta": "physid.rigs.models.furuta",
+    "ellipse_drop": "physid.rigs.models.ellipse_drop",
 }
 
 

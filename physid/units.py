@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from rigs.errors import InputError
+from physid.errors import InputError
 
 # Dimension order: mass, length, time, current, angle.
 _DIMS = ("kg", "m", "s", "A", "rad")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
-from dynamics.quaternion import axis_angle, rotate
-from rigs.hinged import HingedRig, simulate_to_folder
-from rigs.spec import RigSpec
+from physid.dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
+from physid.dynamics.quaternion import axis_angle, rotate
+from physid.rigs.models.hinged import HingedRig, simulate_to_folder
+from physid.spec import RigSpec
 
 GRAVITY = 9.82  # m/s², Section 4.2
 
@@ -32,7 +32,7 @@ OPTIONAL = {"mu_delta": ("1", 0.0), "zeta": ("s^2/rad^2", 0.0)}
 
 def build(spec: RigSpec) -> HingedRig:
     """The pendulum model of ``spec``; Stribeck friction (4.1) if mu_delta is in the spec."""
-    from rigs.hinged import spec_values
+    from physid.rigs.models.hinged import spec_values
 
     units = dict(UNITS)
     stribeck = "mu_delta" in spec.fixed or "mu_delta" in spec.parameters
@@ -95,7 +95,7 @@ def simulate(spec: RigSpec, options, console):
 
 
 def identify(spec: RigSpec, data, out, console):
-    """``physid identify``: joint state and parameter LM (rigs.identify_hinged)."""
-    from rigs.identify_hinged import identify_hinged
+    """``physid identify``: joint state and parameter LM (rigs.models.identify_hinged)."""
+    from physid.rigs.models.identify_hinged import identify_hinged
 
     return identify_hinged(spec, build(spec), data, out, console)

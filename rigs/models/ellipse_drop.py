@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.planar_contact import Ellipse, Ground
-from dynamics.planar_contact import simulate as simulate_irc
-from estimation.estimate import Estimate, ParameterEstimate, write_json_atomic
-from estimation.ipopt_contact import (
+from physid.dynamics.planar_contact import Ellipse, Ground
+from physid.dynamics.planar_contact import simulate as simulate_irc
+from physid.errors import InputError
+from physid.estimation.estimate import Estimate, ParameterEstimate, write_json_atomic
+from physid.estimation.ipopt_contact import (
     ContactGeometry,
     IpoptSettings,
     NotIdentifiableError,
@@ -29,9 +30,8 @@ from estimation.ipopt_contact import (
     parameter_covariance,
     slip_noise,
 )
-from rigs.errors import InputError
-from rigs.spec import RigSpec
-from rigs.streams import Stream
+from physid.spec import RigSpec
+from physid.streams import Stream
 
 POSE_CHANNELS = ("x", "y", "theta")
 

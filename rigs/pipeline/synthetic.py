@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rigs.sample import EncoderScenario, fixed_truth, simulate_hinged
-from rigs.spec import RigSpec, with_overrides
-from rigs.streams import Stream
+from physid.rigs.pipeline.sample import EncoderScenario, fixed_truth, simulate_hinged
+from physid.spec import RigSpec, with_overrides
+from physid.streams import Stream
 
 # Section 4.6: motor gain, five inertias, four friction coefficients and the tilt of gravity,
 # from the Table 1 initial values, as (initial, lower, upper) in the spec's units. The tilt is
@@ -95,14 +95,14 @@ def recording_problem(spec: RigSpec, log: Stream, method: dict | None = None):
     [method] settings; ``method`` replaces some of them, written as in a spec file
     (``{"h": {"value": 0.01, "unit": "s"}, "kappa": 100.0}``). Returns (HingedProblem,
     initial states, initial θ, LMSettings)."""
-    from rigs.identify_hinged import (
+    from physid.rigs.models.identify_hinged import (
         build_problem,
         lm_settings,
         method_settings,
         reference_noise,
         series_on_grid,
     )
-    from rigs.kinds import kind_module
+    from physid.rigs.models.kinds import kind_module
 
     if method:
         spec = replace(spec, method={**spec.method, **method})
@@ -120,7 +120,7 @@ def recording_problem(spec: RigSpec, log: Stream, method: dict | None = None):
 def identify_recording(spec: RigSpec, log: Stream, method: dict | None = None, progress=None):
     """Identify ``spec``'s parameters from ``log`` (see :func:`recording_problem`) from their
     initial values. Returns (LMResult, {name: SI value}, HingedProblem)."""
-    from estimation.lm import levenberg_marquardt
+    from physid.estimation.lm import levenberg_marquardt
 
     problem, X0, theta0, settings = recording_problem(spec, log, method)
     res = levenberg_marquardt(problem, X0, theta0, settings, progress)

@@ -27,7 +27,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rigs.errors import InputError
+from physid.errors import InputError
 
 MANIFEST = "experiments.toml"
 VIDEO_SUFFIXES = (".avi", ".mp4", ".mkv", ".mov")
@@ -80,7 +80,7 @@ class Experiment:
         """The spec file behind ``rig`` (built-in specs resolve to the installed file)."""
         if self.rig is None:
             return None
-        from rigs.spec import resolve_spec_path
+        from physid.spec import resolve_spec_path
 
         path = resolve_spec_path(self.rig)
         return path if path.exists() else None
@@ -147,7 +147,7 @@ def _manifest_entry(manifest: Path, name: str, entry) -> Experiment:
         rig = _resolve_rig(folder, str(rig), where, problems)
     square = entry.get("square")
     if square is not None:
-        from rigs.units import to_si
+        from physid.units import to_si
 
         try:
             square = to_si(float(square["value"]), str(square["unit"]))
@@ -174,7 +174,7 @@ def _manifest_entry(manifest: Path, name: str, entry) -> Experiment:
 
 def _resolve_rig(folder: Path, rig: str, where: str, problems: list[str]) -> str | None:
     """A spec file relative to the folder, or a built-in rig name; else a problem."""
-    from rigs.spec import builtin_specs
+    from physid.spec import builtin_specs
 
     local = folder / rig
     if local.exists():
@@ -248,7 +248,7 @@ def _csv_header(path: Path) -> list[str]:
 def input_hash(exp: Experiment, settings: dict) -> str:
     """SHA-256 over the experiment's description, settings, physid version and the bytes of
     every input file: a re-run with the same hash can reuse the finished report."""
-    from estimation.estimate import physid_version
+    from physid.estimation.estimate import physid_version
 
     digest = hashlib.sha256()
     head = {"experiment": exp.describe(), "settings": settings, "version": physid_version()}

@@ -28,13 +28,15 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rigs.errors import InputError
-from rigs.units import UnitError, parse_unit, to_si
+from physid.errors import InputError
+from physid.units import UnitError, parse_unit, to_si
 
-SPEC_DIR = Path(__file__).parent / "specs"
+# The built-in rig specs are data of the rigs package (``rigs/specs/`` in the repository).
+SPEC_DIR = Path(str(resources.files("physid.rigs") / "specs"))
 
 
 class SpecError(InputError):

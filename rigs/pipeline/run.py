@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from estimation.estimate import Estimate, write_json_atomic
-from rigs.errors import InputError
-from rigs.experiments import Experiment, input_hash
+from physid.errors import InputError
+from physid.estimation.estimate import Estimate, write_json_atomic
+from physid.rigs.pipeline.experiments import Experiment, input_hash
 
 PROGRESS_TOPIC = "physid-progress"
 SUMMARY = "summary.json"
@@ -104,7 +104,7 @@ def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dic
         result = identify_experiment(exp, work, log, settings)
         result.estimate.write(work / "estimate.json")
         log.begin("report")
-        from estimation.report import write_experiment_report
+        from physid.estimation.report import write_experiment_report
 
         summary = _summary(exp, "ok", digest=digest, result=result, timings=log.timings)
         write_experiment_report(work / "report.html", summary, result.estimate, work)
@@ -135,8 +135,8 @@ class Result:
 
 def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: dict) -> Result:
     """Run the stages the experiment's rig model needs (see ``STAGES``)."""
-    from rigs.kinds import kind_module
-    from rigs.spec import load_spec, with_overrides
+    from physid.rigs.models.kinds import kind_module
+    from physid.spec import load_spec, with_overrides
 
     log.begin("spec")
     spec = with_overrides(load_spec(exp.rig), exp.overrides)
@@ -153,7 +153,7 @@ def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: di
 def camera_for(exp: Experiment, work: Path, log: StageLog):
     """The camera model: the experiment's camera JSON, or one calibrated from its
     checkerboard video (saved as ``camera.json`` in the report folder)."""
-    from vision.camera import Camera
+    from physid.vision.camera import Camera
 
     if exp.calibration is not None:
         log.begin("calibration")
@@ -169,7 +169,7 @@ def camera_for(exp: Experiment, work: Path, log: StageLog):
             f"{exp.name}: calibration_video {exp.calibration_video.name} needs board = "
             '"COLSxROWS" (inner corners) and square = { value = ..., unit = "mm" }'
         )
-    from vision.calibrate import calibrate_video, parse_board
+    from physid.vision.calibrate import calibrate_video, parse_board
 
     log.begin("calibration")
     log.print(f"calibrating from {exp.calibration_video.name} ({exp.board}, {exp.square} m)")
@@ -192,7 +192,7 @@ def _frame_ticker(log: StageLog, total: int | None, every: int = 24):
 def ellipse_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
     """Ellipse drop: camera → track → IPOPT (J/m, μ); the ground line is the one measured
     in the video, not the spec's nominal one."""
-    from rigs import ellipse_drop
+    from physid.rigs.models import ellipse_drop
 
     facts: dict = {}
     files: dict[str, str] = {}
@@ -228,12 +228,12 @@ def _with_report_series(estimate: Estimate, additions: dict) -> Estimate:
 
 
 def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, files: dict):
-    from rigs.spec import with_overrides
-    from vision.overlay import write_overlay
-    from vision.posefile import write_pose_csv
-    from vision.scene import scene_from_spec
-    from vision.tracking import track_video
-    from vision.video import open_video
+    from physid.spec import with_overrides
+    from physid.vision.overlay import write_overlay
+    from physid.vision.posefile import write_pose_csv
+    from physid.vision.scene import scene_from_spec
+    from physid.vision.tracking import track_video
+    from physid.vision.video import open_video
 
     camera = camera_for(exp, work, log)
     scene = scene_from_spec(spec)
@@ -269,14 +269,14 @@ def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, f
 def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
     """Pendulum / Furuta: encoder captures (+ a marker video when the rig declares markers)
     → clock sync → LM on joint states and parameters (encoders and markers fused)."""
-    from rigs.encoders import read_log
-    from rigs.identify_hinged import (
+    from physid.rigs.encoders import read_log
+    from physid.rigs.models.identify_hinged import (
         enable_compilation_cache,
         identify_series,
         method_settings,
         series_on_grid,
     )
-    from rigs.kinds import kind_module
+    from physid.rigs.models.kinds import kind_module
 
     if not exp.encoders:
         raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
@@ -320,15 +320,15 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
     the parameters held at ``values`` (another experiment's estimate; Marklund et al.
     Section 4.5, Tables 2 and 4). Encoder rows only, so that experiments with and without
     video compare on the same terms."""
-    from rigs.encoders import read_log
-    from rigs.identify_hinged import (
+    from physid.rigs.encoders import read_log
+    from physid.rigs.models.identify_hinged import (
         enable_compilation_cache,
         estimate_states,
         method_settings,
         series_on_grid,
     )
-    from rigs.kinds import kind_module
-    from rigs.spec import load_spec, with_overrides
+    from physid.rigs.models.kinds import kind_module
+    from physid.spec import load_spec, with_overrides
 
     enable_compilation_cache()
     spec = with_overrides(load_spec(exp.rig), exp.overrides)
@@ -345,9 +345,14 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
 def _fuse_video(exp, spec, rig, stream, series, work, log, facts):
     """Track the spec's markers, synchronize the clocks and put the pixels on the LM grid;
     (None, None) with the reason in the facts when the clocks cannot be trusted."""
-    from estimation.markers import MarkerObservations
-    from rigs.fusion import marker_kinematics, markers_on_grid, synchronize_video, video_markers
-    from vision.markers3d import track_markers
+    from physid.estimation.markers import MarkerObservations
+    from physid.rigs.pipeline.fusion import (
+        marker_kinematics,
+        markers_on_grid,
+        synchronize_video,
+        video_markers,
+    )
+    from physid.vision.markers3d import track_markers
 
     markers = video_markers(spec)
     if markers is None:
@@ -357,7 +362,7 @@ def _fuse_video(exp, spec, rig, stream, series, work, log, facts):
         )
     camera = camera_for(exp, work, log)
     log.begin("tracking")
-    from vision.video import open_video
+    from physid.vision.video import open_video
 
     _, info = open_video(exp.videos[0])
     tracks = track_markers(

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from estimation.estimate import write_json_atomic
-from rigs.spec import RigSpec, load_spec
+from physid.estimation.estimate import write_json_atomic
+from physid.spec import RigSpec, load_spec
 
 MANIFEST = "experiments.toml"
 
@@ -130,8 +130,8 @@ def drive_voltage(t: np.ndarray, scenario: EncoderScenario) -> np.ndarray:
 def simulate_hinged(spec: RigSpec, scenario: EncoderScenario, overrides: dict | None = None):
     """Fine-step SPOOK rollout of the spec's [simulation] truth, with ``overrides`` (SI
     values by name) replacing some of it: (t_fine, q, angles, u, truth, rig)."""
-    from rigs.hinged import run_simulation, simulation_table, truth_values
-    from rigs.kinds import kind_module
+    from physid.rigs.models.hinged import run_simulation, simulation_table, truth_values
+    from physid.rigs.models.kinds import kind_module
 
     rig = kind_module(spec).build(spec)
     h = spec.section_value("simulation", "h", "s")
@@ -149,8 +149,8 @@ def simulate_hinged(spec: RigSpec, scenario: EncoderScenario, overrides: dict | 
 
 def capture_bytes(spec: RigSpec, t: np.ndarray, angles: np.ndarray, u: np.ndarray, board_t0):
     """The raw byte stream the encoder board sends for these samples (protocol v1)."""
-    from rigs.encoders.boardsim import Trajectory, encode_trajectory
-    from rigs.encoders.convert import encoder_channels
+    from physid.rigs.encoders.boardsim import Trajectory, encode_trajectory
+    from physid.rigs.encoders.convert import encoder_channels
 
     channels = encoder_channels(spec)
     cpr = np.array([c.counts_per_rev for c in channels], dtype=float)
@@ -204,10 +204,10 @@ def fixed_truth(spec: RigSpec, rig, truth: dict) -> dict[str, str]:
 def write_marker_video(folder: Path, name: str, spec_name: str, scenario, motion, console):
     """Film the simulated rig: the spec's [video] markers at the true joint angles
     (interpolated from the fine simulation steps) through the 800x600 action camera."""
-    from rigs.fusion import marker_kinematics, video_markers
-    from rigs.kinds import kind_module
-    from vision.camera import action_camera
-    from vision.markers3d import look_at, render_marker_video
+    from physid.rigs.models.kinds import kind_module
+    from physid.rigs.pipeline.fusion import marker_kinematics, video_markers
+    from physid.vision.camera import action_camera
+    from physid.vision.markers3d import look_at, render_marker_video
 
     spec = load_spec(spec_name)
     markers = video_markers(spec)
@@ -236,10 +236,10 @@ def write_marker_video(folder: Path, name: str, spec_name: str, scenario, motion
 
 def drop_truth_trajectory(scenario: DropScenario = DROP):
     """IRC rollout of the ellipse drop in the camera scene's frame: (t, q, truth dict)."""
-    from dynamics.planar_contact import Ground
-    from dynamics.planar_contact import simulate as simulate_irc
-    from rigs.ellipse_drop import rig_geometry
-    from vision.scene import scene_from_spec
+    from physid.dynamics.planar_contact import Ground
+    from physid.dynamics.planar_contact import simulate as simulate_irc
+    from physid.rigs.models.ellipse_drop import rig_geometry
+    from physid.vision.scene import scene_from_spec
 
     spec = load_spec("ellipse_drop")
     scene = scene_from_spec(spec)
@@ -265,8 +265,8 @@ def drop_truth_trajectory(scenario: DropScenario = DROP):
 
 def write_drop(folder: Path, console) -> dict[str, Path]:
     """Render the drop video and the calibration video of the same fisheye camera."""
-    from vision.camera import action_camera
-    from vision.render import (
+    from physid.vision.camera import action_camera
+    from physid.vision.render import (
         RenderOptions,
         Trajectory,
         default_view,

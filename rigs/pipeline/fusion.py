@@ -3,7 +3,7 @@
 The encoders fix where every marker is in space (forward kinematics of the rig at the
 encoder angles); the video says where it is in the image. So for a trial clock offset the
 camera pose follows from PnP on all frames at once, and its reprojection error says how good
-the offset is (rigs.sync refines the offset on that error). The same PnP gives the camera
+the offset is (rigs.pipeline.sync refines the offset on that error). The same PnP gives the camera
 extrinsics that the fused LM observation uses.
 """
 
@@ -15,7 +15,13 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from rigs.sync import DEFAULT_THRESHOLDS, SyncResult, Thresholds, point_speed, synchronize
+from physid.rigs.pipeline.sync import (
+    DEFAULT_THRESHOLDS,
+    SyncResult,
+    Thresholds,
+    point_speed,
+    synchronize,
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ def video_markers(spec) -> VideoMarkers | None:
 
 
 def _length_scale(unit: str) -> float:
-    from rigs.units import to_si
+    from physid.units import to_si
 
     return to_si(1.0, unit)
 
@@ -89,7 +95,7 @@ def marker_kinematics(rig, markers: VideoMarkers):
     import jax
     import jax.numpy as jnp
 
-    from dynamics.quaternion import rotate
+    from physid.dynamics.quaternion import rotate
 
     body = jnp.asarray(markers.body)
     vecs = jnp.stack([markers.points, markers.normals, markers.ups])  # [3, m, 3]
@@ -212,7 +218,7 @@ def markers_on_grid(
     time and its step's is first removed by adding the image motion the encoder angles
     predict over it (second-order small), so each observation belongs to its step exactly.
     """
-    from estimation.markers import pixels_on_grid
+    from physid.estimation.markers import pixels_on_grid
 
     h = float(grid[1] - grid[0])
     m = uv.shape[1]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
-from dynamics.quaternion import axis_angle, from_rotvec, qmul, rotate
-from estimation.consistency import BodyInertia
-from rigs.hinged import HingedRig, simulate_to_folder, spec_values
-from rigs.pendulum import _channels
-from rigs.spec import RigSpec
+from physid.dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
+from physid.dynamics.quaternion import axis_angle, from_rotvec, qmul, rotate
+from physid.estimation.consistency import BodyInertia
+from physid.rigs.models.hinged import HingedRig, simulate_to_folder, spec_values
+from physid.rigs.models.pendulum import _channels
+from physid.spec import RigSpec
 
 GRAVITY = 9.82  # m/s², Section 4.3
 
@@ -127,7 +127,7 @@ def simulate(spec: RigSpec, options, console):
 
 
 def identify(spec: RigSpec, data, out, console):
-    """``physid identify``: joint state and parameter LM (rigs.identify_hinged)."""
-    from rigs.identify_hinged import identify_hinged
+    """``physid identify``: joint state and parameter LM (rigs.models.identify_hinged)."""
+    from physid.rigs.models.identify_hinged import identify_hinged
 
     return identify_hinged(spec, build(spec), data, out, console)

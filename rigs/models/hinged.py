@@ -11,15 +11,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics  # noqa: F401  (float64)
-from dynamics.multibody import Params, System, hinge_angle
-from dynamics.spook import simulate as spook_simulate
-from estimation.consistency import BodyInertia
-from estimation.estimate import write_json_atomic
-from rigs.errors import InputError
-from rigs.kinds import SimulateOptions
-from rigs.spec import RigSpec
-from rigs.streams import Stream
+import physid.dynamics  # noqa: F401  (float64)
+from physid.dynamics.multibody import Params, System, hinge_angle
+from physid.dynamics.spook import simulate as spook_simulate
+from physid.errors import InputError
+from physid.estimation.consistency import BodyInertia
+from physid.estimation.estimate import write_json_atomic
+from physid.rigs.models.kinds import SimulateOptions
+from physid.spec import RigSpec
+from physid.streams import Stream
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def simulate_to_folder(
     console,
 ) -> dict[str, Path]:
     """Simulate the spec's scenario and write log.csv, truth.json and plot.png to options.out."""
-    from rigs.encoders import write_log_csv
+    from physid.rigs.encoders import write_log_csv
 
     table = simulation_table(spec)
     h = options.dt or spec.section_value("simulation", "h", "s")

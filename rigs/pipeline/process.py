@@ -2,10 +2,10 @@
 
 Local runs start a ``LocalCluster`` of ``jobs`` worker processes (one thread each: JAX, IPOPT
 and OpenCV are compute-bound, and separate processes keep them from fighting over the GIL;
-glibc malloc tuned as ``rigs.allocator`` says, in place of Dask's eager trimming);
+glibc malloc tuned as ``rigs.pipeline.allocator`` says, in place of Dask's eager trimming);
 ``--scheduler tcp://HOST:PORT`` sends the same tasks to a running Dask cluster whose workers
 have physid installed and see the same file system. Each experiment is one task
-(``rigs.pipeline.run_experiment``); workers report stages and frames through Dask's event log,
+(``rigs.pipeline.run.run_experiment``); workers report stages and frames through Dask's event log,
 shown here as one progress line per experiment. The index is rewritten after every finished
 experiment, so an interrupted run still leaves a valid ``index.html`` for what is done.
 """
@@ -25,10 +25,10 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from estimation.estimate import write_json_atomic
-from estimation.report import write_index
-from rigs.experiments import Experiment, discover
-from rigs.pipeline import PROGRESS_TOPIC, cross_validate, run_experiment
+from physid.estimation.estimate import write_json_atomic
+from physid.estimation.report import write_index
+from physid.rigs.pipeline.experiments import Experiment, discover
+from physid.rigs.pipeline.run import PROGRESS_TOPIC, cross_validate, run_experiment
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _client(options: ProcessOptions, console: Console, pin_workers: bool = False
     import dask
     from distributed import Client, LocalCluster
 
-    from rigs import allocator
+    from physid.rigs.pipeline import allocator
 
     if options.scheduler:
         console.print(f"connecting to the Dask scheduler at {options.scheduler}")

@@ -17,15 +17,20 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from estimation.consistency import inertia_lmi, nearest_consistent
-from estimation.estimate import Estimate, ParameterEstimate
-from estimation.hinged_problem import HingedProblem
-from estimation.initialize import initial_states, resample, smooth_angles
-from estimation.lm import LMSettings, levenberg_marquardt
-from estimation.markers import MarkerObservations
-from estimation.uncertainty import Covariance, bound_flags, identifiable, parameter_covariance
-from rigs.errors import InputError
-from rigs.spec import RigSpec
+from physid.errors import InputError
+from physid.estimation.consistency import inertia_lmi, nearest_consistent
+from physid.estimation.estimate import Estimate, ParameterEstimate
+from physid.estimation.hinged_problem import HingedProblem
+from physid.estimation.initialize import initial_states, resample, smooth_angles
+from physid.estimation.lm import LMSettings, levenberg_marquardt
+from physid.estimation.markers import MarkerObservations
+from physid.estimation.uncertainty import (
+    Covariance,
+    bound_flags,
+    identifiable,
+    parameter_covariance,
+)
+from physid.spec import RigSpec
 
 
 def method_settings(spec: RigSpec) -> dict:
@@ -194,7 +199,7 @@ def enable_compilation_cache(path: str | Path | None = None) -> Path:
 def reference_noise(spec: RigSpec, channels) -> float:
     """σ_ref (rad) that R⁻¹ = I stands for: the encoders' ``[sensors.X] noise`` divided by
     the square root of their weight, the smallest over channels (default 1e-3 rad)."""
-    from rigs.units import to_si
+    from physid.units import to_si
 
     sig = []
     for c in channels:
@@ -544,7 +549,7 @@ def _fit(problem: HingedProblem, X, series: dict, cost: float) -> dict:
 
 def identify_hinged(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
     """``physid identify``: read the logs, ``identify_series``, write estimate.json and fit.png."""
-    from rigs.encoders import read_log
+    from physid.rigs.encoders import read_log
 
     enable_compilation_cache()
     h = method_settings(spec)["h"]
