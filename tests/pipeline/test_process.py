@@ -130,12 +130,14 @@ def dask_cluster():
     """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1."""
     from distributed import Client
 
-    dask = str(Path(sys.executable).with_name("dask"))
+    # `python -m dask`, not the `dask` script: the workers must run this interpreter (the one
+    # physid is installed in), and a virtual environment need not have its scripts on PATH.
+    dask = [sys.executable, "-m", "dask"]
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     logs = []
     scheduler = subprocess.Popen(
-        [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        [*dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -144,7 +146,7 @@ def dask_cluster():
     for _ in range(2):
         logs.append(
             subprocess.Popen(
-                [dask, "worker", address, "--nthreads", "1", "--no-dashboard"],
+                [*dask, "worker", address, "--nthreads", "1", "--no-dashboard"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
