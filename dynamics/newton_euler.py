@@ -2,30 +2,38 @@
 form of Lutter et al. (Section 2, Algorithm 1): RNEA (inverse dynamics), CRBA (mass matrix),
 ABA (forward dynamics), the inertial-parameter regressor, and the energies.
 
-Everything is in body coordinates, twists ``[v, ω]`` (see ``dynamics.spatial``). Gravity enters
-as an acceleration −g of the base, so every body feels it through the recursion. The armature
-(rotor inertia) of each degree of freedom is part of the inertia: ``rnea`` adds armature · q̈,
-``crba`` adds it to the diagonal and ``aba`` to each joint's articulated inertia, so
-``aba(q, q̇, rnea(q, q̇, q̈)) = q̈``. Joint friction, springs and actuators are generalized
-forces (``dynamics.actuators``).
+Everything is in body coordinates, twists ``[v, ω]`` (see ``dynamics.spatial``). X_i =
+Ad_{T_λi⁻¹} carries a parent's twist into body i's frame and X_iᵀ = Ad*_{T_λi⁻¹} carries body
+i's wrench back (3). Gravity enters as an acceleration −g of the base, so every body feels it
+through the recursion. The armature (rotor inertia) of each degree of freedom is part of the
+inertia: ``rnea`` adds armature · q̈, ``crba`` adds it to the diagonal and ``aba`` to each
+joint's articulated inertia, so ``aba(q, q̇, rnea(q, q̇, q̈)) = q̈``. Joint friction, springs
+and actuators are generalized forces (``dynamics.actuators``).
 
-Functions take one state; ``jax.vmap`` them over batches. Loops run over bodies at trace time
-(the tree's structure is static), never over samples.
+Functions take one state; ``jax.vmap`` them over batches. The recursions loop over bodies at
+trace time (the tree's structure is static), never over samples; what does not depend on the
+parent (joint transforms, body wrenches) is computed for all bodies at once.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dynamics import spatial
 from dynamics.tree import (
     FIXED,
-    WORLD,
     Tree,
     TreeParams,
+    add_row,
+    backward_wrenches,
+    body_values,
     com_positions,
-    dof_value,
+    forward_twists,
     parent_transforms,
+    row,
+    set_row,
     subspaces,
 )
 
@@ -34,52 +42,52 @@ from dynamics.tree import (
 INERTIAL_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
 
 
-def _forward_pass(tree: Tree, params: TreeParams, q, qd, qdd, gravity: bool = True):
-    """Body twists v_i and accelerations a_i (with the base accelerating at −g)."""
-    Rl, pl = parent_transforms(tree, params, q)
-    S = subspaces(tree, params)
-    a0 = jnp.concatenate([-params.gravity, jnp.zeros(3)]) if gravity else jnp.zeros(6)
-    v0 = jnp.zeros(6)
-    vs, as_ = [], []
-    for i, parent in enumerate(tree.parents):
-        v_parent = v0 if parent == WORLD else vs[parent]
-        a_parent = a0 if parent == WORLD else as_[parent]
-        sqd = S[i] * dof_value(tree, qd, i)
-        v = spatial.motion_from_parent(Rl[i], pl[i], v_parent) + sqd
-        a = (
-            spatial.motion_from_parent(Rl[i], pl[i], a_parent)
-            + S[i] * dof_value(tree, qdd, i)
-            + spatial.cross_motion(v, sqd)  # η_i = ad_{v_i} s_i q̇_i
-        )
-        vs.append(v)
-        as_.append(a)
-    return Rl, pl, S, vs, as_
-
-
-def _body_wrench(params: TreeParams, i: int, v, a):
-    """Newton–Euler for body i: f = M̄ a + v ×* (M̄ v)."""
+def body_inertias(params: TreeParams):
+    """M̄_i (1) of every body about its frame's origin, [nb, 6, 6]."""
     b = params.bodies
-    Mv = spatial.inertia_times(b.mass[i], b.com[i], b.inertia[i], v)
-    Ma = spatial.inertia_times(b.mass[i], b.com[i], b.inertia[i], a)
-    return Ma + spatial.cross_force(v, Mv)
+    return spatial.spatial_inertia(b.mass, b.com, b.inertia)
 
 
-def _backward_pass(tree: Tree, Rl, pl, S, fs):
-    """Accumulate body wrenches towards the root; joint forces τ_i = s_iᵀ f_i in q order."""
-    fs = list(fs)
-    for i in reversed(range(tree.n_bodies)):
-        parent = tree.parents[i]
-        if parent != WORLD:
-            fs[parent] = fs[parent] + spatial.force_to_parent(Rl[i], pl[i], fs[i])
-    return jnp.stack([S[i] @ fs[i] for i in tree.dof_bodies])
+def _momenta(params: TreeParams, twists):
+    """M̄_i V_i for every body, [nb, 6]."""
+    b = params.bodies
+    return spatial.inertia_times(b.mass, b.com, b.inertia, twists)
+
+
+def _kinematics(tree: Tree, params: TreeParams, q, qd):
+    """Parent transforms (R, p), subspaces S, twists v_i = X_i v_λ + s_i q̇_i and the
+    velocity-product accelerations η_i = ad_{v_i} s_i q̇_i."""
+    R, p = parent_transforms(tree, params, q)
+    S = subspaces(tree, params)
+    sqd = S * body_values(tree, qd)[:, None]
+    v = forward_twists(tree, R, p, sqd)
+    return R, p, S, v, spatial.cross_motion(v, sqd)
+
+
+def _base_acceleration(params: TreeParams):
+    """The base accelerates at −g: every body then feels gravity through the recursion."""
+    return jnp.concatenate([-params.gravity, jnp.zeros(3)])
+
+
+def _accelerations(tree: Tree, params: TreeParams, R, p, S, eta, qdd):
+    """a_i = X_i a_λ + s_i q̈_i + η_i."""
+    known = S * body_values(tree, qdd)[:, None] + eta
+    return forward_twists(tree, R, p, known, _base_acceleration(params))
+
+
+def _joint_forces(tree: Tree, S, totals):
+    """τ_i = s_iᵀ f_i for the degrees of freedom (q order) from the bodies' total wrenches."""
+    dofs = np.asarray(tree.dof_bodies, dtype=int)
+    return jnp.sum(S[dofs].reshape(len(dofs), *([1] * (totals.ndim - 2)), 6) * totals[dofs], -1)
 
 
 def rnea(tree: Tree, params: TreeParams, q, qd, qdd):
     """Inverse dynamics (RNEA): τ = M(q) q̈ + c(q, q̇) + g(q) including armature · q̈ (N m or
     N per degree of freedom). Without joint friction, springs or actuators."""
-    Rl, pl, S, vs, as_ = _forward_pass(tree, params, q, qd, qdd)
-    fs = [_body_wrench(params, i, vs[i], as_[i]) for i in range(tree.n_bodies)]
-    return _backward_pass(tree, Rl, pl, S, fs) + params.dofs.armature * qdd
+    R, p, S, v, eta = _kinematics(tree, params, q, qd)
+    a = _accelerations(tree, params, R, p, S, eta, qdd)
+    f = _momenta(params, a) + spatial.cross_force(v, _momenta(params, v))  # Newton–Euler
+    return _joint_forces(tree, S, backward_wrenches(tree, R, p, f)) + params.dofs.armature * qdd
 
 
 def bias_forces(tree: Tree, params: TreeParams, q, qd):
@@ -87,83 +95,111 @@ def bias_forces(tree: Tree, params: TreeParams, q, qd):
     return rnea(tree, params, q, qd, jnp.zeros_like(qd))
 
 
+def _pad(x):
+    """x with one extra zero row (the world's) along the body axis."""
+    return jnp.concatenate([x, jnp.zeros((1, *x.shape[1:]), x.dtype)])
+
+
 def crba(tree: Tree, params: TreeParams, q):
     """Joint-space inertia matrix M(q) [n, n] by the composite-rigid-body algorithm, armature on
-    the diagonal (as MuJoCo's qM and Pinocchio's crba)."""
-    Rl, pl = parent_transforms(tree, params, q)
+    the diagonal (as MuJoCo's qM and Pinocchio's crba).
+
+    From the leaves to the root: the composite inertia I^c_i = M̄_i + Σ_children X_kᵀ I^c_k X_k
+    is complete when body i is reached; its joint's wrench I^c_i s_i joins the wrenches of
+    the joints below (one row per joint, carried to each parent by X_iᵀ), and s_iᵀ times
+    them is row i of M's upper triangle (M_ij = s_iᵀ X_chainᵀ I^c_j s_j for j below i)."""
+    R, p = parent_transforms(tree, params, q)
     S = subspaces(tree, params)
     b = params.bodies
-    Ic = [spatial.spatial_inertia(b.mass[i], b.com[i], b.inertia[i]) for i in range(tree.n_bodies)]
-    for i in reversed(range(tree.n_bodies)):
-        parent = tree.parents[i]
-        if parent != WORLD:
-            Ic[parent] = Ic[parent] + spatial.transform_inertia_to_parent(Rl[i], pl[i], Ic[i])
     n = tree.n_dof
-    M = jnp.zeros((n, n))
-    for col, i in enumerate(tree.dof_bodies):
-        F = Ic[i] @ S[i]  # wrench of the composite body i moving at unit rate of joint i
-        j = i
-        M = M.at[col, col].set(S[i] @ F)
-        while tree.parents[j] != WORLD:
-            F = spatial.force_to_parent(Rl[j], pl[j], F)
-            j = tree.parents[j]
-            row = tree.dof_index(j)
-            if row is not None:
-                M = M.at[row, col].set(S[j] @ F)
-                M = M.at[col, row].set(S[j] @ F)
-    return M + jnp.diag(params.dofs.armature)
+    blocks = spatial.body_blocks(b.mass, b.com, b.inertia)
+    col = jnp.eye(n + 1)[tree.dof_rows, :n]  # [nb, n]: one-hot column of body i's joint
+
+    def step(carry, xs):
+        A_all, B_all, C_all, F_all = carry
+        i, parent, R, p, s, e = xs
+        Ic = (row(A_all, i), row(B_all, i), row(C_all, i))
+        F = row(F_all, i) + e[:, None] * spatial.blocks_times(*Ic, s)  # [n, 6]
+        m_row = jnp.sum(F * s, axis=-1)
+        moved = spatial.blocks_to_parent(R, p, *Ic)
+        carry = (
+            add_row(A_all, parent, moved[0]),
+            add_row(B_all, parent, moved[1]),
+            add_row(C_all, parent, moved[2]),
+            add_row(F_all, parent, spatial.force_to_parent(R, p, F)),
+        )
+        return carry, m_row
+
+    init = (*map(_pad, blocks), jnp.zeros((tree.n_bodies + 1, n, 6)))
+    xs = (jnp.arange(tree.n_bodies), tree.parent_rows, R, p, S, col)
+    _, rows = jax.lax.scan(step, init, xs, reverse=True, unroll=tree.unroll)
+    upper = jnp.triu(rows[np.asarray(tree.dof_bodies, dtype=int)])
+    return upper + jnp.triu(upper, 1).T + jnp.diag(params.dofs.armature)
 
 
 def aba(tree: Tree, params: TreeParams, q, qd, tau):
     """Forward dynamics (ABA, Algorithm 1): q̈ such that rnea(q, q̇, q̈) = τ.
 
-    Pass 1 propagates twists v_i and velocity-product accelerations η_i; pass 2 (leaves to
-    root) the articulated inertias M̄_{i:n} and bias wrenches, with Ψ_i = (s_iᵀ M̄_{i:n} s_i +
-    armature_i)⁻¹; pass 3 (root to leaves) the accelerations. Fixed joints pass their whole
-    articulated inertia to the parent.
+    Pass 1 propagates twists v_i and η_i = ad_{v_i} s_i q̇_i; pass 2 (leaves to root) the
+    articulated inertias M̄_{i:n} and bias wrenches f_b, with Ψ_i = (s_iᵀ M̄_{i:n} s_i +
+    armature_i)⁻¹ and Π_i = M̄_{i:n} − M̄_{i:n} s_i Ψ_i s_iᵀ M̄_{i:n}; pass 3 (root to leaves) the
+    accelerations. A fixed joint (s = 0) passes its whole articulated inertia to the parent.
+    Articulated inertias are kept as their 3×3 blocks (``spatial.blocks_to_parent``).
     """
-    Rl, pl = parent_transforms(tree, params, q)
-    S = subspaces(tree, params)
+    R, p, S, v, eta = _kinematics(tree, params, q, qd)
     b = params.bodies
-    nb = tree.n_bodies
-    vs, etas = [], []
-    for i, parent in enumerate(tree.parents):
-        sqd = S[i] * dof_value(tree, qd, i)
-        v = sqd if parent == WORLD else spatial.motion_from_parent(Rl[i], pl[i], vs[parent]) + sqd
-        vs.append(v)
-        etas.append(spatial.cross_motion(v, sqd))
-    IA = [spatial.spatial_inertia(b.mass[i], b.com[i], b.inertia[i]) for i in range(nb)]
-    pA = [
-        spatial.cross_force(vs[i], spatial.inertia_times(b.mass[i], b.com[i], b.inertia[i], vs[i]))
-        for i in range(nb)
-    ]
-    U, D, u = [None] * nb, [None] * nb, [None] * nb
-    for i in reversed(range(nb)):
-        if tree.joint_types[i] == FIXED:
-            Ia, pa = IA[i], pA[i] + IA[i] @ etas[i]
-        else:
-            k = tree.dof_index(i)
-            U[i] = IA[i] @ S[i]
-            D[i] = S[i] @ U[i] + params.dofs.armature[k]
-            u[i] = tau[k] - S[i] @ pA[i]
-            Ia = IA[i] - jnp.outer(U[i], U[i]) / D[i]
-            pa = pA[i] + Ia @ etas[i] + U[i] * (u[i] / D[i])
-        parent = tree.parents[i]
-        if parent != WORLD:
-            IA[parent] = IA[parent] + spatial.transform_inertia_to_parent(Rl[i], pl[i], Ia)
-            pA[parent] = pA[parent] + spatial.force_to_parent(Rl[i], pl[i], pa)
-    a0 = jnp.concatenate([-params.gravity, jnp.zeros(3)])
-    acc = [None] * nb
-    qdd = [None] * tree.n_dof
-    for i, parent in enumerate(tree.parents):
-        a_parent = a0 if parent == WORLD else acc[parent]
-        a = spatial.motion_from_parent(Rl[i], pl[i], a_parent) + etas[i]
-        k = tree.dof_index(i)
-        if k is not None:
-            qdd[k] = (u[i] - U[i] @ a) / D[i]
-            a = a + S[i] * qdd[k]
-        acc[i] = a
-    return jnp.stack(qdd) if qdd else jnp.zeros(0)
+    bias = spatial.cross_force(v, _momenta(params, v))
+    fixed = np.array([t == FIXED for t in tree.joint_types])
+    xs = (
+        jnp.arange(tree.n_bodies),
+        tree.parent_rows,
+        R,
+        p,
+        S,
+        eta,
+        body_values(tree, tau),
+        body_values(tree, params.dofs.armature),
+        fixed,
+    )
+
+    def backward(carry, xs):
+        A_all, B_all, C_all, f_all = carry
+        i, parent, R, p, s, eta, tau, armature, fixed = xs
+        IA = (row(A_all, i), row(B_all, i), row(C_all, i))
+        U = spatial.blocks_times(*IA, s)
+        D = jnp.where(fixed, 1.0, jnp.sum(s * U) + armature)  # 1/Ψ_i
+        f_i = row(f_all, i)
+        u = tau - jnp.sum(s * f_i)
+        Ul, Uw = U[:3], U[3:]
+        Pi = (  # Π = M̄ − U Ψ Uᵀ (U = 0 for a fixed joint)
+            IA[0] - Ul[:, None] * Ul[None, :] / D,
+            IA[1] - Ul[:, None] * Uw[None, :] / D,
+            IA[2] - Uw[:, None] * Uw[None, :] / D,
+        )
+        beta = f_i + spatial.blocks_times(*Pi, eta) + U * (u / D)
+        moved = spatial.blocks_to_parent(R, p, *Pi)
+        carry = (
+            add_row(A_all, parent, moved[0]),
+            add_row(B_all, parent, moved[1]),
+            add_row(C_all, parent, moved[2]),
+            add_row(f_all, parent, spatial.force_to_parent(R, p, beta)),
+        )
+        return carry, (U, D, u)
+
+    init = (*map(_pad, spatial.body_blocks(b.mass, b.com, b.inertia)), _pad(bias))
+    _, (U, D, u) = jax.lax.scan(backward, init, xs, reverse=True, unroll=tree.unroll)
+
+    def forward(a_all, xs):
+        i, parent, R, p, s, eta, U, D, u = xs
+        a = spatial.motion_from_parent(R, p, row(a_all, parent)) + eta
+        qdd = (u - jnp.sum(U * a)) / D  # 0 for a fixed joint (U = 0, u = 0)
+        a = a + s * qdd
+        return set_row(a_all, i, a), qdd
+
+    init = jnp.zeros((tree.n_bodies + 1, 6)).at[tree.n_bodies].set(_base_acceleration(params))
+    xs = (*xs[:6], U, D, u)
+    _, qdd = jax.lax.scan(forward, init, xs, unroll=tree.unroll)
+    return qdd[np.asarray(tree.dof_bodies, dtype=int)]
 
 
 # --- linear regressor Y(q, q̇, q̈) φ = τ ---------------------------------------------------
@@ -173,7 +209,7 @@ def body_inertial_vector(mass, com, inertia_com):
     """φ (10) of one body from mass, centre of mass and inertia about the centre of mass:
     [m, m c, I_o (xx, xy, yy, xz, yz, zz)] with I_o = I_c − m[c][c] about the body origin."""
     C = spatial.skew(com)
-    Io = inertia_com - mass * (C @ C)
+    Io = inertia_com - mass * spatial.matmul(C, C)
     return jnp.concatenate(
         [
             jnp.atleast_1d(mass),
@@ -193,8 +229,8 @@ def inertial_vector(params: TreeParams):
 
 def inertial_from_vector(phi):
     """(mass [nb], com [nb, 3], inertia about the com [nb, 3, 3]) from φ [10 nb]; the inverse
-    of ``inertial_vector`` (for a body with m ≠ 0)."""
-    P = phi.reshape(-1, 10)
+    of ``inertial_vector`` (for bodies with m ≠ 0)."""
+    P = jnp.reshape(phi, (-1, 10))
     m = P[:, 0]
     com = P[:, 1:4] / m[:, None]
     xx, xy, yy, xz, yz, zz = (P[:, 4 + k] for k in range(6))
@@ -202,62 +238,22 @@ def inertial_from_vector(phi):
         [jnp.stack([xx, xy, xz], -1), jnp.stack([xy, yy, yz], -1), jnp.stack([xz, yz, zz], -1)],
         -2,
     )
-    C = jnp.stack([spatial.skew(c) for c in com]) if com.shape[0] else com
-    Ic = Io + m[:, None, None] * (C @ C)
-    return m, com, Ic
-
-
-def _body_regressor(v, a):
-    """A(v, a) [6, 10] with M̄(φ) a + v ×* (M̄(φ) v) = A φ for one body."""
-    cols = []
-    for k in range(10):
-        e = jnp.zeros(10).at[k].set(1.0)
-        cols.append(_wrench_of_vector(e, v, a))
-    return jnp.stack(cols, axis=1)
-
-
-def _wrench_of_vector(phi, v, a):
-    """M̄(φ) a + v ×* M̄(φ) v with M̄ built directly from φ (linear in φ)."""
-    m, h = phi[0], phi[1:4]
-    xx, xy, yy, xz, yz, zz = phi[4:]
-    Io = jnp.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
-
-    def times(x):
-        lin, ang = x[:3], x[3:]
-        return jnp.concatenate([m * lin - jnp.cross(h, ang), Io @ ang + jnp.cross(h, lin)])
-
-    return times(a) + spatial.cross_force(v, times(v))
+    C = spatial.skew(com)
+    return m, com, Io + m[:, None, None] * spatial.matmul(C, C)
 
 
 def regressor(tree: Tree, params: TreeParams, q, qd, qdd):
     """Y(q, q̇, q̈) [n, 10 nb] with Y φ = rnea(q, q̇, q̈) − armature · q̈ for the inertial
-    parameters φ = ``inertial_vector(params)``. Uses the kinematic parameters of ``params``
-    only (Atkeson et al.; the body wrench is linear in φ)."""
-    Rl, pl, S, vs, as_ = _forward_pass(tree, params, q, qd, qdd)
+    parameters φ = ``inertial_vector(params)`` (Atkeson et al.: each body's wrench is linear
+    in its φ, A(v_i, a_i) φ_i, and RNEA's backward pass is linear in the wrenches). Uses only
+    the kinematic parameters of ``params``."""
+    R, p, S, v, eta = _kinematics(tree, params, q, qd)
+    a = _accelerations(tree, params, R, p, S, eta, qdd)
+    A = jnp.swapaxes(spatial.wrench_regressor(v, a), -1, -2)  # [nb, 10, 6]: 10 wrenches
     nb = tree.n_bodies
-    # Column block of body i: its wrench regressor carried to each ancestor joint.
-    rows = {j: [] for j in tree.dof_bodies}
-    for i in range(nb):
-        A = _body_regressor(vs[i], as_[i])  # [6, 10] in body i's frame
-        blocks = {j: jnp.zeros(10) for j in tree.dof_bodies}
-        j = i
-        while True:
-            if j in blocks:
-                blocks[j] = S[j] @ A
-            if tree.parents[j] == WORLD:
-                break
-            A = _force_block_to_parent(Rl[j], pl[j], A)
-            j = tree.parents[j]
-        for dof_body in tree.dof_bodies:
-            rows[dof_body].append(blocks[dof_body])
-    return jnp.stack([jnp.concatenate(rows[j]) for j in tree.dof_bodies])
-
-
-def _force_block_to_parent(R, p, A):
-    """Each column of A [6, k] (wrenches) carried to the parent frame."""
-    f, n = A[:3], A[3:]
-    Rf = R @ f
-    return jnp.concatenate([Rf, R @ n + jnp.cross(p[:, None], Rf, axis=0)])
+    # Body i's 10 wrenches fill rows 10 i .. 10 i + 9 of a [10 nb, 6] block of wrenches.
+    blocks = (A[:, None, :, :] * jnp.eye(nb)[:, :, None, None]).reshape(nb, 10 * nb, 6)
+    return _joint_forces(tree, S, backward_wrenches(tree, R, p, blocks))
 
 
 # --- energy ----------------------------------------------------------------------------------
@@ -265,18 +261,15 @@ def _force_block_to_parent(R, p, A):
 
 def kinetic_energy(tree: Tree, params: TreeParams, q, qd):
     """½ Σ v_iᵀ M̄_i v_i + ½ Σ armature q̇² (J): bodies plus rotors."""
-    Rl, pl, S, vs, _ = _forward_pass(tree, params, q, qd, jnp.zeros_like(qd), gravity=False)
-    b = params.bodies
-    body = sum(
-        0.5 * vs[i] @ spatial.inertia_times(b.mass[i], b.com[i], b.inertia[i], vs[i])
-        for i in range(tree.n_bodies)
-    )
+    _, _, _, v, _ = _kinematics(tree, params, q, qd)
+    body = 0.5 * jnp.sum(v * _momenta(params, v))
     return body + 0.5 * jnp.sum(params.dofs.armature * qd**2)
 
 
 def gravity_energy(tree: Tree, params: TreeParams, q):
     """−Σ m_i gᵀ x_com,i (J), zero with every centre of mass at the world origin."""
-    return -jnp.sum(params.bodies.mass * (com_positions(tree, params, q) @ params.gravity))
+    heights = jnp.sum(com_positions(tree, params, q) * params.gravity, axis=-1)
+    return -jnp.sum(params.bodies.mass * heights)
 
 
 def spring_energy(params: TreeParams, q):

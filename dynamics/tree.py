@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dynamics import spatial
 
@@ -43,6 +44,11 @@ class Tree:
 
     ``parents[i] < i`` (topological order), ``WORLD`` = −1 for a body on the world.
     ``actuator_joints`` are body (joint) indices of the joints each actuator drives.
+
+    ``unroll`` is how the recursions over bodies are evaluated: ``False`` (default) as a
+    ``lax.scan`` over bodies, whose compile time does not grow with the number of bodies
+    (seconds for the 7-joint arm); ``True`` unrolled, a larger program that can run faster
+    for small trees in long sequential loops (``dataclasses.replace(tree, unroll=True)``).
     """
 
     body_names: tuple[str, ...]
@@ -52,6 +58,7 @@ class Tree:
     actuator_names: tuple[str, ...] = ()
     actuator_joints: tuple[int, ...] = ()
     actuator_kinds: tuple[str, ...] = ()
+    unroll: bool = False
     dof_bodies: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +119,23 @@ class Tree:
 
     def children(self, body: int) -> tuple[int, ...]:
         return tuple(i for i, parent in enumerate(self.parents) if parent == body)
+
+    @property
+    def parent_rows(self) -> np.ndarray:
+        """Parent of each body with the world as row ``n_bodies`` (for arrays with one extra
+        row that holds the base's values)."""
+        return np.array([self.n_bodies if p == WORLD else p for p in self.parents], dtype=int)
+
+    @property
+    def dof_rows(self) -> np.ndarray:
+        """Index in q of each body's joint, ``n_dof`` for a fixed joint (an extra zero row)."""
+        return np.array(
+            [
+                self.n_dof if self.dof_index(i) is None else self.dof_index(i)
+                for i in range(self.n_bodies)
+            ],
+            dtype=int,
+        )
 
 
 @jax.tree_util.register_dataclass
@@ -210,24 +234,9 @@ def default_dof_params(n_dof: int, **values) -> DofParams:
 # --- kinematics ------------------------------------------------------------------------------
 
 
-def joint_transform(kind: str, axis, anchor, q):
-    """T_joint(q) = (R, p) of one joint; identity for a fixed joint."""
-    if kind == REVOLUTE:
-        R = spatial.rotation_about(axis, q)
-        return R, anchor - R @ anchor
-    if kind == PRISMATIC:
-        return jnp.eye(3), axis * q
-    return jnp.eye(3), jnp.zeros(3)
-
-
-def motion_subspace(kind: str, axis, anchor):
-    """s_i: the body twist (body frame) per unit joint rate; [r × a, a] for a revolute joint
-    about the line through r along a, [a, 0] for a prismatic one."""
-    if kind == REVOLUTE:
-        return jnp.concatenate([jnp.cross(anchor, axis), axis])
-    if kind == PRISMATIC:
-        return jnp.concatenate([axis, jnp.zeros(3)])
-    return jnp.zeros(6)
+def body_values(tree: Tree, x):
+    """The per-dof vector x [n] spread over bodies, [nb] (0 at fixed joints)."""
+    return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[tree.dof_rows]
 
 
 def dof_value(tree: Tree, x, body: int):
@@ -236,62 +245,118 @@ def dof_value(tree: Tree, x, body: int):
     return jnp.zeros((), x.dtype) if k is None else x[k]
 
 
+def _type_masks(tree: Tree):
+    revolute = np.array([t == REVOLUTE for t in tree.joint_types])[:, None]
+    prismatic = np.array([t == PRISMATIC for t in tree.joint_types])[:, None]
+    return revolute, prismatic
+
+
 def parent_transforms(tree: Tree, params: TreeParams, q):
-    """T_λi(q) = (R [nb, 3, 3], p [nb, 3]): each body's pose in its parent's frame."""
+    """T_λi(q) = T_placement · T_joint(q) = (R [nb, 3, 3], p [nb, 3]): each body's pose in its
+    parent's frame. A revolute joint turns by q about the line through ``anchor`` along
+    ``axis`` (R_q, anchor − R_q anchor); a prismatic one moves by q ``axis``; a fixed one is
+    the identity. Computed for all bodies at once."""
     g = params.joints
-    Rs, ps = [], []
-    for i, kind in enumerate(tree.joint_types):
-        Tj = joint_transform(kind, g.axis[i], g.anchor[i], dof_value(tree, q, i))
-        R, p = spatial.compose((g.rotation[i], g.translation[i]), Tj)
-        Rs.append(R)
-        ps.append(p)
-    return jnp.stack(Rs), jnp.stack(ps)
+    qb = body_values(tree, q)
+    revolute, prismatic = _type_masks(tree)
+    R_rev = spatial.rotation_about(g.axis, qb)
+    R_q = jnp.where(revolute[:, :, None], R_rev, jnp.eye(3))
+    p_rev = g.anchor - spatial.matvec(R_rev, g.anchor)
+    p_q = jnp.where(revolute, p_rev, jnp.where(prismatic, g.axis * qb[:, None], 0.0))
+    return spatial.compose((g.rotation, g.translation), (R_q, p_q))
 
 
 def subspaces(tree: Tree, params: TreeParams):
-    """s_i for every body, [nb, 6] (zeros for fixed joints)."""
+    """s_i for every body, [nb, 6]: the body twist per unit joint rate, [r × a, a] for a
+    revolute joint about the line through r along a, [a, 0] for a prismatic one, 0 if fixed."""
     g = params.joints
-    return jnp.stack(
-        [motion_subspace(k, g.axis[i], g.anchor[i]) for i, k in enumerate(tree.joint_types)]
-    )
+    revolute, prismatic = _type_masks(tree)
+    s_rev = jnp.concatenate([spatial.cross(g.anchor, g.axis), g.axis], axis=-1)
+    s_pri = jnp.concatenate([g.axis, jnp.zeros_like(g.axis)], axis=-1)
+    return jnp.where(revolute, s_rev, jnp.where(prismatic, s_pri, 0.0))
+
+
+def row(x, i):
+    """x[i] along the first axis for a traced index (a dynamic slice, not a gather)."""
+    return jax.lax.dynamic_index_in_dim(x, i, keepdims=False)
+
+
+def set_row(x, i, value):
+    """x with row i replaced (a dynamic update, not a scatter: in place inside a scan)."""
+    return jax.lax.dynamic_update_index_in_dim(x, value, i, 0)
+
+
+def add_row(x, i, value):
+    return set_row(x, i, row(x, i) + value)
 
 
 def body_poses(tree: Tree, params: TreeParams, q):
     """World poses of the body frames: R [nb, 3, 3], p [nb, 3] (m)."""
     Rl, pl = parent_transforms(tree, params, q)
-    Rs, ps = [], []
-    for i, parent in enumerate(tree.parents):
-        if parent == WORLD:
-            R, p = Rl[i], pl[i]
-        else:
-            R, p = spatial.compose((Rs[parent], ps[parent]), (Rl[i], pl[i]))
-        Rs.append(R)
-        ps.append(p)
-    return jnp.stack(Rs), jnp.stack(ps)
+    nb = tree.n_bodies
+
+    def step(carry, xs):
+        R_all, p_all = carry
+        i, parent, R, p = xs
+        R, p = spatial.compose((row(R_all, parent), row(p_all, parent)), (R, p))
+        return (set_row(R_all, i, R), set_row(p_all, i, p)), (R, p)
+
+    init = (jnp.zeros((nb + 1, 3, 3)).at[nb].set(jnp.eye(3)), jnp.zeros((nb + 1, 3)))
+    xs = (jnp.arange(nb), tree.parent_rows, Rl, pl)
+    _, (R, p) = jax.lax.scan(step, init, xs, unroll=tree.unroll)
+    return R, p
 
 
 def point_positions(tree: Tree, params: TreeParams, q, bodies: tuple[int, ...], points):
     """World positions [k, 3] (m) of points [k, 3] fixed on ``bodies`` (body-frame coordinates),
     e.g. markers or an end effector."""
     R, p = body_poses(tree, params, q)
-    idx = jnp.asarray(bodies)
-    return jnp.einsum("kij,kj->ki", R[idx], points) + p[idx]
+    idx = np.asarray(bodies)
+    return spatial.matvec(R[idx], points) + p[idx]
 
 
 def com_positions(tree: Tree, params: TreeParams, q):
     """World positions of every body's centre of mass, [nb, 3] (m)."""
     R, p = body_poses(tree, params, q)
-    return jnp.einsum("bij,bj->bi", R, params.bodies.com) + p
+    return spatial.matvec(R, params.bodies.com) + p
 
 
 def body_twists(tree: Tree, params: TreeParams, q, qd):
     """Body twists [nb, 6] = [v, ω] of every body frame in its own coordinates."""
-    Rl, pl = parent_transforms(tree, params, q)
-    S = subspaces(tree, params)
-    vs = []
-    for i, parent in enumerate(tree.parents):
-        v = S[i] * dof_value(tree, qd, i)
-        if parent != WORLD:
-            v = spatial.motion_from_parent(Rl[i], pl[i], vs[parent]) + v
-        vs.append(v)
-    return jnp.stack(vs)
+    R, p = parent_transforms(tree, params, q)
+    sqd = subspaces(tree, params) * body_values(tree, qd)[:, None]
+    return forward_twists(tree, R, p, sqd)
+
+
+def forward_twists(tree: Tree, R, p, known, base=None):
+    """x_i = Ad_{T_λi⁻¹} x_λ + known_i from the root to the leaves (twists or accelerations,
+    [nb, 6]); ``base`` is the world's value (zero by default)."""
+    nb = tree.n_bodies
+
+    def step(x_all, xs):
+        i, parent, R, p, known = xs
+        x = spatial.motion_from_parent(R, p, row(x_all, parent)) + known
+        return set_row(x_all, i, x), x
+
+    init = jnp.zeros((nb + 1, 6))
+    if base is not None:
+        init = init.at[nb].set(base)
+    xs = (jnp.arange(nb), tree.parent_rows, R, p, known)
+    _, x = jax.lax.scan(step, init, xs, unroll=tree.unroll)
+    return x
+
+
+def backward_wrenches(tree: Tree, R, p, f):
+    """Accumulate wrenches f [nb, ..., 6] from the leaves to the root: each body's total is its
+    own plus its children's carried by Ad*_{T⁻¹} (3). Returns the totals, [nb, ..., 6]."""
+    nb = tree.n_bodies
+
+    def step(f_all, xs):
+        i, parent, R, p = xs
+        f = row(f_all, i)
+        return add_row(f_all, parent, spatial.force_to_parent(R, p, f)), f
+
+    init = jnp.concatenate([f, jnp.zeros((1, *f.shape[1:]))])
+    xs = (jnp.arange(nb), tree.parent_rows, R, p)
+    _, totals = jax.lax.scan(step, init, xs, reverse=True, unroll=tree.unroll)
+    return totals
