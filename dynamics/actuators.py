@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dynamics import newton_euler
-from dynamics.tree import DC_MOTOR, Tree, TreeParams
+from physid.dynamics import newton_euler
+from physid.dynamics.tree import DC_MOTOR, Tree, TreeParams
 
 
 def smooth_sign(x, v_eps):

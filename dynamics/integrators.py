@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dynamics import actuators, newton_euler
-from dynamics.tree import Tree, TreeParams
+from physid.dynamics import actuators, newton_euler
+from physid.dynamics.tree import Tree, TreeParams
 
 
 def rk4_step(tree: Tree, params: TreeParams, q, qd, u, h):

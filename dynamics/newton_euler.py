@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics import spatial
-from dynamics.tree import (
+from physid.dynamics import spatial
+from physid.dynamics.tree import (
     FIXED,
     Tree,
     TreeParams,

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics import spatial
-from dynamics.tree import BodyParams
+from physid.dynamics import spatial
+from physid.dynamics.tree import BodyParams
 
 
 @jax.tree_util.register_dataclass

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics import spatial
+from physid.dynamics import spatial
 
 REVOLUTE = "revolute"
 PRISMATIC = "prismatic"

@@ -16,9 +16,9 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics import actuators, newton_euler
-from rigs.tree.mjcf import read_model_file
-from rigs.tree.model import build_model
+from physid.dynamics import actuators, newton_euler
+from physid.rigs.models.tree.mjcf import read_model_file
+from physid.rigs.models.tree.model import build_model
 
 DATA = Path(__file__).parents[1] / "data" / "trees"
 MODELS = ("pendulum", "double_pendulum", "furuta", "cartpole", "arm7")

@@ -19,7 +19,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.tree import (
+from physid.dynamics.tree import (
     DC_MOTOR,
     FIXED,
     PRISMATIC,
@@ -32,7 +32,7 @@ from dynamics.tree import (
     TreeParams,
     default_dof_params,
 )
-from rigs.errors import InputError
+from physid.errors import InputError
 
 JOINT_TYPE_WORDS = {
     "hinge": REVOLUTE,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rigs.errors import InputError
+from physid.errors import InputError
 
 MJCF_SUFFIXES = (".xml", ".mjcf")
 URDF_SUFFIXES = (".urdf",)
@@ -53,7 +53,7 @@ def read_model_file(path: Path):
     them: SI units, radians, inertias from geoms where the file gives none)."""
     import mujoco
 
-    from rigs.tree.model import BodyDescription, TreeDescription
+    from physid.rigs.models.tree.model import BodyDescription, TreeDescription
 
     model = compile_file(path)
 
@@ -109,7 +109,7 @@ def read_model_file(path: Path):
 def _joint(model, j: int, joint_name: str, where: str):
     import mujoco
 
-    from rigs.tree.model import JointDescription
+    from physid.rigs.models.tree.model import JointDescription
 
     kind = int(model.jnt_type[j])
     if kind == mujoco.mjtJoint.mjJNT_HINGE:
@@ -148,7 +148,7 @@ def _joint(model, j: int, joint_name: str, where: str):
 def _actuator(model, a: int, actuator_name: str, where: str, bodies):
     import mujoco
 
-    from rigs.tree.model import ActuatorDescription
+    from physid.rigs.models.tree.model import ActuatorDescription
 
     prefix = f"{where} actuator {actuator_name!r}"
     if int(model.actuator_trntype[a]) != mujoco.mjtTrn.mjTRN_JOINT:
