@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from physid.files import follow_umask
+
 
 @dataclass(frozen=True)
 class ParameterEstimate:
@@ -89,11 +91,14 @@ def _plain(obj: Any) -> Any:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write JSON to a temporary file in the same folder and rename it into place."""
+    """Write JSON to a temporary file in the same folder and rename it into place. The file
+    gets the mode the user's umask gives (``mkstemp`` alone would make it 0600); on any
+    error, a full disk included, the temporary file is removed and ``path`` is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        follow_umask(fd)
         with os.fdopen(fd, "w") as fh:
             json.dump(_plain(data), fh, indent=2)
             fh.write("\n")

@@ -261,6 +261,9 @@ def _fit_section(estimate: Estimate, folder: Path) -> str:
 def _facts_sections(summary: dict) -> list[str]:
     facts = summary.get("facts", {})
     parts = []
+    if summary.get("warnings"):
+        items = "".join(f"<li>{esc(w)}</li>" for w in summary["warnings"])
+        parts += ['<h2 class="warn">Warnings</h2>', f"<ul>{items}</ul>"]
     sync = facts.get("sync")
     if sync:
         parts += ["<h2>Clock synchronization</h2>", _dict_table(sync)]
@@ -320,16 +323,21 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
     status_rows = []
     for s in summaries:
         name, state = s["experiment"], s["status"]
-        if state == "ok":
+        if state in ("ok", "warning"):
             link = f'<a href="{esc(name)}/report.html">{esc(name)}</a>'
             note = "reused (inputs unchanged)" if s.get("skipped") else "identified"
-            cls = "ok"
+            cls = "ok" if state == "ok" else "warn"
+            note += "".join(f"<br>warning: {esc(w)}" for w in s.get("warnings", []))
         else:
             link = esc(name)
             note = esc(s.get("error", ""))
             if s.get("log"):
                 note += f' (<a href="{esc(s["log"])}">log</a>)'
             cls = "bad"
+        note += "".join(
+            f"<br>input outside the folder (--allow-outside): {esc(p)}"
+            for p in s.get("outside_inputs", [])
+        )
         status_rows.append(
             [link, esc(s.get("rig_name") or s.get("rig") or "—"),
              f'<span class="{cls}">{esc(state)}</span>', note]
@@ -337,7 +345,7 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
     parts = [table(["experiment", "rig", "status", "details"], status_rows, left=4)]
     by_rig: dict[str, list[dict]] = {}
     for s in summaries:
-        if s["status"] == "ok":
+        if s["status"] in ("ok", "warning"):
             by_rig.setdefault(s.get("rig_name", s["rig"]), []).append(s)
     for rig, group in by_rig.items():
         parts.append(f"<h2>{esc(rig)}</h2>")

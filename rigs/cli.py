@@ -8,14 +8,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from physid.terminal import Console, error_line
+
+# Help texts are plain text (rich_markup_mode=None): "[method]", "[scene] and [markers]" in
+# them are spec tables, not markup.
 app = typer.Typer(
     name="physid",
     help="Identify physical parameters of mechanisms from video and encoder logs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 console = Console(stderr=True)
 
@@ -88,7 +92,7 @@ def identify(
         bool,
         typer.Option(
             help="Encoder rigs: refit at half the time step and add the discretization error "
-            "to each std (about doubles the run time; same as \\[method] model_error = true)"
+            "to each std (about doubles the run time; same as [method] model_error = true)"
         ),
     ] = False,
 ) -> None:
@@ -126,17 +130,44 @@ def process(
         bool,
         typer.Option(help="Fit each model to the other experiments of its rig (N² state fits)"),
     ] = True,
+    allow_outside: Annotated[
+        bool,
+        typer.Option(
+            help="Accept input files outside FOLDER named in experiments.toml (listed in the index)"
+        ),
+    ] = False,
+    dashboard: Annotated[
+        bool, typer.Option(help="Start Dask's HTTP dashboard on 127.0.0.1 (local runs)")
+    ] = False,
 ) -> None:
-    """Discover, track, synchronize and identify every experiment; write reports + index."""
-    from physid.rigs.pipeline.process import ProcessOptions, process_folder
+    """Discover, track, synchronize and identify every experiment; write reports + index.
+
+    Exit status: 0 every experiment reported, 1 an experiment failed or was invalid (or
+    none was found to report), 2 a command-line or input error, 3 another run holds --out,
+    4 an OS error such as a full disk (finished reports are kept).
+    """
+    from physid.rigs.pipeline.outputs import OutputBusy
+    from physid.rigs.pipeline.process import (
+        EXIT_BUSY,
+        ProcessOptions,
+        exit_status,
+        load_index,
+        process_folder,
+    )
 
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: give at least 1")
-    index = process_folder(
-        folder, out, ProcessOptions(jobs, scheduler, force, cross_validate), console
-    )
+    options = ProcessOptions(jobs, scheduler, force, cross_validate, allow_outside, dashboard)
+    try:
+        index = process_folder(folder, out, options, console)
+    except OutputBusy as exc:
+        console.print(error_line("error", str(exc)))
+        raise typer.Exit(EXIT_BUSY) from None
     console.print(f"[green]wrote[/green] {index}")
     print(index)
+    status = exit_status(load_index(out))
+    if status:
+        raise typer.Exit(status)
 
 
 def _register_plugins() -> None:
@@ -144,8 +175,13 @@ def _register_plugins() -> None:
         importlib.import_module(name).register(app)
 
 
+# Exit status of an OS error outside the experiments: a full disk, a folder not writable.
+EXIT_OS = 4
+
+
 def main() -> None:
-    """Console-script entry point: user errors print one clear line and exit with status 2."""
+    """Console-script entry point: user errors print one clear line and exit with status 2;
+    OS errors (a full disk, permissions) one line naming the file, status 4."""
     from physid.errors import InputError
     from physid.rigs.pipeline.allocator import tune_this_process
 
@@ -154,8 +190,22 @@ def main() -> None:
     try:
         app()
     except (UserError, InputError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(error_line("error", str(exc)))
         sys.exit(2)
+    except OSError as exc:
+        console.print(error_line("error", os_error_text(exc)))
+        sys.exit(EXIT_OS)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
         sys.exit(130)
+
+
+def os_error_text(exc: OSError) -> str:
+    """One line for an OS error: the file, the reason, and what to do for a full disk."""
+    import errno
+
+    where = f"{exc.filename}: " if exc.filename else ""
+    text = f"{where}{exc.strerror or exc}"
+    if exc.errno == errno.ENOSPC:
+        text += "; free space and run again (finished results are kept)"
+    return text

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from physid.terminal import Console  # messages keep their [brackets]
 
 console = Console(stderr=True)
 

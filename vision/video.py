@@ -141,8 +141,97 @@ def _prefetched(source: Iterator, depth: int) -> Iterator:
         thread.join(timeout=5)
 
 
+# ------------------------------------------------------------------------------ frame accounting
+
+# A video may lack at most this fraction of the frames its container declares and still be
+# used; the experiment is then marked "warning" with the missing frames listed. An action
+# camera that drops an occasional frame under load stays well below it, and trackers treat a
+# missing frame like an occluded one. Beyond it the file is damaged (a 200 kB overwrite left
+# 36 of 120 frames; a file cut in half, 57): the experiment fails instead of giving a fit to
+# a fraction of the motion.
+MISSING_WARN_FRACTION = 0.02
+
+
+@dataclass(frozen=True)
+class FrameAccount:
+    """Decoded frames against what the container declares.
+
+    ``expected``: the container's frame count (0 when it states none); ``duration_s``: its
+    duration at the nominal rate; ``decoded``: frames decoded; ``gaps``: runs of frames whose
+    timestamps are absent between decoded ones, as (first, last) frame numbers; ``missing``:
+    frames declared or skipped but not decoded (tail and gaps together).
+    """
+
+    path: Path
+    expected: int
+    duration_s: float
+    decoded: int
+    missing: int
+    gaps: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def fraction(self) -> float:
+        total = max(self.expected, self.decoded + self.missing, 1)
+        return self.missing / total
+
+    @property
+    def verdict(self) -> str:
+        """ "ok", "warning" (a few frames missing, listed) or "failed"."""
+        if self.missing == 0:
+            return "ok"
+        return "warning" if self.fraction <= MISSING_WARN_FRACTION else "failed"
+
+    def message(self) -> str:
+        runs = [f"{a}" if a == b else f"{a}-{b}" for a, b in self.gaps]
+        shown = ", ".join(runs[:8]) + (f" and {len(runs) - 8} more runs" if len(runs) > 8 else "")
+        return (
+            f"{self.path.name}: {self.decoded} of {self.expected or '?'} frames decoded, "
+            f"{self.missing} missing ({100 * self.fraction:.1f} %): frames {shown}"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "frames_expected": self.expected,
+            "frames_decoded": self.decoded,
+            "frames_missing": self.missing,
+            "duration_s": self.duration_s,
+            "missing_frames": [list(g) for g in self.gaps],
+        }
+
+
+def account_frames(info: VideoInfo, t: np.ndarray) -> FrameAccount:
+    """Compare the decoded frames' presentation times ``t`` (s) with the container's frame
+    count and nominal rate: frames missing at the end (decoding stopped, file cut) and
+    inside (timestamps skipping frames)."""
+    t = np.asarray(t, float)
+    decoded = int(t.size)
+    expected = max(int(info.frames), 0)
+    period = 1.0 / info.fps if info.fps > 0 else 0.0
+    gaps: list[tuple[int, int]] = []
+    last = decoded - 1  # frame number of the last decoded frame
+    if period > 0 and decoded > 1:
+        steps = np.rint(np.diff(t) / period).astype(np.int64)
+        frame = np.concatenate([[0], np.cumsum(np.maximum(steps, 1))])  # frame number of each
+        for i in np.flatnonzero(steps > 1).tolist():
+            gaps.append((int(frame[i] + 1), int(frame[i + 1] - 1)))
+        last = int(frame[-1])
+    if expected > last + 1:
+        gaps.append((last + 1, expected - 1))
+    missing = max(expected - decoded, sum(b - a + 1 for a, b in gaps))
+    return FrameAccount(Path(info.path), expected, expected * period, decoded, missing, tuple(gaps))
+
+
+# ------------------------------------------------------------------------------ writing
+
+
 class VideoWriter:
-    """``cv2.VideoWriter`` chosen by file suffix (see module docstring), grey or colour."""
+    """``cv2.VideoWriter`` chosen by file suffix (see module docstring), grey or colour.
+
+    OpenCV's writer reports no errors: on a full disk it prints a warning per frame and
+    leaves an unreadable file. ``close`` therefore re-opens the file and raises a
+    ``VideoWriteError`` (an ``OSError``, naming the file and the frames) unless every frame
+    written can be read back.
+    """
 
     def __init__(self, path: str | Path, fps: float, size: tuple[int, int], quality: int = 95):
         self.path = Path(path)
@@ -152,6 +241,9 @@ class VideoWriter:
                 f"{self.path}: unsupported video suffix; use one of " + ", ".join(FOURCC_FOR_SUFFIX)
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One clear error at close replaces OpenCV's warning per failed frame.
+        self._log_level = cv2.utils.logging.getLogLevel()
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
         self._w = cv2.VideoWriter(
             str(self.path), cv2.VideoWriter_fourcc(*fourcc), float(fps), tuple(size), True
         )
@@ -159,17 +251,55 @@ class VideoWriter:
             raise VideoError(f"{self.path}: cannot open a {fourcc} video writer here")
         self._w.set(cv2.VIDEOWRITER_PROP_QUALITY, float(quality))
         self.size = tuple(size)
+        self.written = 0
 
     def write(self, img: np.ndarray) -> None:
         if img.ndim == 2:
             img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
         self._w.write(img)
+        self.written += 1
 
     def close(self) -> None:
+        if self._w is None:
+            return
         self._w.release()
+        self._w = None
+        cv2.utils.logging.setLogLevel(self._log_level)
+        readable = _frame_count(self.path)
+        # Matroska states no frame count: OpenCV derives it from the duration (±1 frame).
+        if readable < self.written - (1 if self.path.suffix.lower() == ".mkv" else 0):
+            import errno
+            import shutil
+
+            free = shutil.disk_usage(self.path.parent).free
+            full = free < 1 << 20
+            raise VideoWriteError(
+                errno.ENOSPC if full else errno.EIO,
+                f"{self.written} frames written but {max(readable, 0)} readable"
+                + (f" (the disk has {free} bytes free)" if full else ""),
+                str(self.path),
+            )
 
     def __enter__(self) -> VideoWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._w is not None:  # already failing: release without checking
+            self._w.release()
+            self._w = None
+            cv2.utils.logging.setLogLevel(self._log_level)
+
+
+class VideoWriteError(OSError):
+    """A video file that could not be written completely (full disk, I/O error)."""
+
+
+def _frame_count(path: Path) -> int:
+    """Frames a video file declares when read back (-1: it cannot be opened)."""
+    cap = cv2.VideoCapture(str(path))
+    try:
+        return int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if cap.isOpened() else -1
+    finally:
+        cap.release()

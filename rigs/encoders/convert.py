@@ -138,3 +138,76 @@ def stream_from_capture(path: str | Path, spec: RigSpec | None, strict: bool = F
     if spec is not None:
         src["spec"] = str(spec.path)
     return frames_to_stream(frames, stats, channels, src)
+
+
+# ------------------------------------------------------------------------------ long gaps
+
+# A capture whose frames stop for longer than this (s) is split there into segments: the
+# estimators would otherwise put states on a grid across the whole gap (a stray frame 2^30
+# seq numbers after the others made one log read as 1 073 748 s and its worker grow by
+# 300 MB/s). Shorter gaps are filled with missing rows and bridged by the dynamics.
+MAX_GAP_S = 1.0
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A stretch of ``seconds`` with no sample, between rows ``rows`` (the last row before,
+    the first after) whose board frame numbers are ``seq`` and whose bytes start at
+    ``byte_offset`` in the capture (-1 for a CSV log)."""
+
+    rows: tuple[int, int]
+    seq: tuple[int, int]
+    byte_offset: tuple[int, int]
+    seconds: float
+
+    def describe(self) -> str:
+        where = f"frames seq {self.seq[0]} -> {self.seq[1]} (rows {self.rows[0]}-{self.rows[1]}"
+        if self.byte_offset[1] >= 0:
+            where += f", bytes {self.byte_offset[0]}-{self.byte_offset[1]}"
+        return f"{where}): no sample for {self.seconds:.6g} s"
+
+
+def long_gaps(stream: Stream, limit_s: float = MAX_GAP_S) -> list[Gap]:
+    """Gaps longer than ``limit_s`` between rows that hold a sample (a run of missing rows
+    or a jump in ``t`` alike)."""
+    have = np.flatnonzero(~stream.missing.all(axis=1))
+    if have.size < 2:
+        return []
+    dt = np.diff(stream.t[have])
+    seq = stream.source.get("seq")
+    seq = np.arange(len(stream)) if seq is None else np.asarray(seq)
+    offset = stream.source.get("byte_offset")
+    offset = np.full(len(stream), -1) if offset is None else np.asarray(offset)
+    gaps = []
+    for i in np.flatnonzero(dt > limit_s).tolist():
+        a, b = int(have[i]), int(have[i + 1])
+        gaps.append(
+            Gap((a, b), (int(seq[a]), int(seq[b])), (int(offset[a]), int(offset[b])), float(dt[i]))
+        )
+    return gaps
+
+
+def split_at_gaps(stream: Stream, limit_s: float = MAX_GAP_S) -> tuple[list[Stream], list[Gap]]:
+    """The stream cut at every gap longer than ``limit_s`` (segments in time order, each
+    from its first to its last sample), and the gaps. One segment when there is none."""
+    gaps = long_gaps(stream, limit_s)
+    if not gaps:
+        return [stream], []
+    have = np.flatnonzero(~stream.missing.all(axis=1))
+    starts = [int(have[0])] + [g.rows[1] for g in gaps]
+    stops = [g.rows[0] + 1 for g in gaps] + [int(have[-1]) + 1]
+    return [_rows(stream, a, b) for a, b in zip(starts, stops, strict=True)], gaps
+
+
+def _rows(stream: Stream, a: int, b: int) -> Stream:
+    """Rows ``a:b`` of a stream, with the per-row arrays of its ``source`` cut alike."""
+    n = len(stream)
+    source = {
+        k: (v[a:b] if isinstance(v, np.ndarray) and v.shape[:1] == (n,) else v)
+        for k, v in stream.source.items()
+    }
+    source["rows"] = (a, b)
+    return Stream(
+        stream.t[a:b], stream.values[a:b], stream.channels, stream.units,
+        stream.missing[a:b], source,
+    )  # fmt: skip

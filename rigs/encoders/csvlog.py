@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from physid.errors import InputError
+from physid.files import follow_umask
 from physid.streams import Stream
 
 ANGLE_UNIT = "rad"
@@ -80,6 +81,7 @@ def write_log_csv(path: str | Path, stream: Stream) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        follow_umask(fd)  # as open() would: mkstemp alone makes the log 0600
         with os.fdopen(fd, "w", encoding="ascii", newline="") as fh:
             fh.write(text)
             fh.flush()

@@ -2,7 +2,9 @@
 
 The recorder writes every byte exactly as received, straight to the kernel (unbuffered
 ``os.write``) as soon as it is read, and fsyncs once a second: a crash, SIGKILL or Ctrl-C
-loses at most the frame that was still arriving. Decoding runs alongside only for the live
+loses at most the frame that was still arriving. A write that fails (disk full, I/O error)
+ends the recording like Ctrl-C does: the capture written so far is kept, the summary is
+printed, and the exit status is 4. Decoding runs alongside only for the live
 display; the parsed CSV is made afterwards from the file itself, so it is exactly what any
 later re-parse of the capture gives.
 """
@@ -59,9 +61,9 @@ def record(
 ) -> None:
     """Record the encoder board's byte stream to a raw capture, then write the parsed CSV."""
     import serial
-    from rich.console import Console
 
     from physid.rigs.encoders.decode import StreamDecoder
+    from physid.terminal import Console
 
     console = Console(stderr=True, soft_wrap=True)
     spec = None
@@ -92,6 +94,7 @@ def record(
     rate = 0.0
     interrupted = False
     lost_port = None
+    write_error: OSError | None = None
     try:
         while duration is None or time.monotonic() - start < duration:
             try:
@@ -101,9 +104,11 @@ def record(
                 break
             now = time.monotonic()
             if data:
-                view = memoryview(data)
-                while view:  # os.write may write less than asked
-                    view = view[os.write(fd, view) :]
+                try:
+                    _write_all(fd, data)
+                except OSError as exc:  # disk full: stop, keep what is on disk
+                    write_error = exc
+                    break
                 received += len(data)
                 pending += data
             if pending and now - last_feed >= DECODE_EVERY_S:
@@ -112,7 +117,11 @@ def record(
                 pending.clear()
                 last_feed = now
             if now - last_sync >= 1.0:
-                os.fsync(fd)
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    write_error = exc
+                    break
                 last_sync = now
             if now - last_status >= STATUS_EVERY_S:
                 st = decoder.stats
@@ -137,19 +146,40 @@ def record(
         signal.signal(signal.SIGINT, old_int)
         try:
             os.fsync(fd)
+        except OSError as exc:
+            write_error = write_error or exc
         finally:
             os.close(fd)
             ser.close()
     elapsed = time.monotonic() - start
+    received = os.path.getsize(out)  # what the capture holds, whatever failed
     console.print()
     if lost_port is not None:
         console.print(f"[yellow]port {port} lost after {elapsed:.1f} s:[/yellow] {lost_port}")
-    _summarize(console, out, spec, received, elapsed, interrupted)
+    if write_error is not None:
+        console.print(
+            f"[red]writing {out} failed after {elapsed:.1f} s:[/red] "
+            f"{write_error.strerror or write_error}; the {received} bytes before it are kept"
+        )
+        if received == 0:
+            raise typer.Exit(4)
+    csv_written = _summarize(console, out, spec, received, elapsed, interrupted)
+    if write_error is not None or not csv_written:
+        raise typer.Exit(4)  # the capture is kept, but it (or its CSV) is incomplete
     if lost_port is not None:
         raise typer.Exit(1)  # the data so far is kept and parsed, but the run ended early
 
 
-def _summarize(console, out: Path, spec, received: int, elapsed: float, interrupted: bool) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _summarize(console, out: Path, spec, received: int, elapsed: float, interrupted: bool) -> bool:
+    """Print the capture's statistics and write its parsed CSV; False when the CSV could not
+    be written (the message says why; the capture itself stays)."""
     from physid.rigs.encoders.convert import stream_from_capture
     from physid.rigs.encoders.csvlog import write_log_csv
 
@@ -165,7 +195,6 @@ def _summarize(console, out: Path, spec, received: int, elapsed: float, interrup
     for w in caught:
         console.print(f"[yellow]note:[/yellow] {w.message}")
     src = stream.source
-    csv_path = write_log_csv(out.with_suffix(".csv"), stream)
     span = float(stream.t[-1] - stream.t[0]) if len(stream) > 1 else 0.0
     rate = (src["frames"] - 1) / span if span > 0 else 0.0  # by the board's clock
     console.print(
@@ -181,7 +210,17 @@ def _summarize(console, out: Path, spec, received: int, elapsed: float, interrup
             "counts/rev, sign and offset)"
         )
     console.print(f"raw capture: {out}")
+    try:
+        csv_path = write_log_csv(out.with_suffix(".csv"), stream)
+    except OSError as exc:
+        console.print(
+            f"[red]cannot write the parsed log[/red] {out.with_suffix('.csv')}: "
+            f"{exc.strerror or exc}; the raw capture is complete as recorded, and physid "
+            "identify and process read it as it is"
+        )
+        return False
     console.print(f"parsed log: {csv_path}")
+    return True
 
 
 def board_sim(

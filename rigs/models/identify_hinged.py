@@ -106,6 +106,7 @@ def series_on_grid(stream, channels, h: float, path) -> dict:
     angles = np.asarray(stream.values[:, cols], float)
     missing = np.asarray(stream.missing[:, cols], bool) | ~np.isfinite(angles)
     n = int(np.floor((t[-1] - t[0]) / h + 1e-9)) + 1
+    check_grid_size(n, h, t[-1] - t[0], len(channels), path)
     if n < 3:
         raise InputError(f"{path}: {t[-1] - t[0]:.3g} s of data is too short for h = {h:g} s")
     grid = t[0] + h * np.arange(n)
@@ -134,6 +135,65 @@ def series_on_grid(stream, channels, h: float, path) -> dict:
         "init": smooth,
         "u": u,
     }
+
+
+# Memory the LM needs per grid step and encoder channel, measured with `physid identify`
+# (peak RSS against log length, see docs/pipeline.md "Bounds"), with a margin.
+BYTES_PER_STEP = 50_000
+
+
+def memory_budget() -> int:
+    """Bytes one experiment's estimator may plan to use: ``$PHYSID_MEMORY_BUDGET`` (bytes,
+    or with a suffix K, M, G), else half of this machine's physical memory."""
+    import os
+
+    raw = os.environ.get("PHYSID_MEMORY_BUDGET", "").strip().upper().removesuffix("B")
+    if raw:
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(raw[-1:], 1)
+        try:
+            return int(float(raw.rstrip("KMG")) * scale)
+        except ValueError:
+            raise InputError(
+                f"PHYSID_MEMORY_BUDGET={os.environ['PHYSID_MEMORY_BUDGET']!r}: give bytes, "
+                "e.g. 8G or 500M"
+            ) from None
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+
+
+def check_grid_size(n: int, h: float, span: float, channels: int, path) -> None:
+    """Refuse, before anything is allocated, an estimator grid whose memory would exceed
+    ``memory_budget()``: the message names ``[method] h``, the grid size and the estimate."""
+    need = n * BYTES_PER_STEP * max(channels, 1)
+    budget = memory_budget()
+    if need > budget:
+        raise InputError(
+            f"{path}: [method] h = {h:g} s over {span:.6g} s of data makes a grid of {n:,} "
+            f"steps, about {need / 2**30:.3g} GiB for the estimator, more than the "
+            f"{budget / 2**30:.3g} GiB budget (half this machine's memory, or "
+            "$PHYSID_MEMORY_BUDGET); raise [method] h in the rig spec or shorten the log"
+        )
+
+
+def max_gap(spec: RigSpec) -> float:
+    """``[method] max_gap`` (s): a log is split at longer gaps (``physid process``) or
+    refused (``physid identify``)."""
+    from physid.rigs.encoders.convert import MAX_GAP_S
+
+    return spec.method_value("max_gap", "s", MAX_GAP_S)
+
+
+def refuse_long_gaps(stream, spec: RigSpec, path) -> None:
+    """An error naming the frames of the first gap longer than ``max_gap(spec)``."""
+    from physid.rigs.encoders.convert import long_gaps
+
+    limit = max_gap(spec)
+    gaps = long_gaps(stream, limit)
+    if gaps:
+        raise InputError(
+            f"{path}: {gaps[0].describe()}, longer than the {limit:g} s limit ([method] "
+            f"max_gap; {len(gaps)} such gap(s)); cut the log there, or run physid process, "
+            "which splits it into segments"
+        )
 
 
 def parameter_scale(spec: RigSpec, names) -> np.ndarray:
@@ -553,7 +613,11 @@ def identify_hinged(spec: RigSpec, rig, data: list[Path], out: Path, console) ->
 
     enable_compilation_cache()
     h = method_settings(spec)["h"]
-    all_series = [series_on_grid(read_log(p, spec), rig.channels, h, p) for p in data]
+    all_series = []
+    for p in data:
+        stream = read_log(p, spec)
+        refuse_long_gaps(stream, spec, p)
+        all_series.append(series_on_grid(stream, rig.channels, h, p))
     estimate, fits = identify_series(
         spec, rig, all_series, progress=console.print, labels=[str(p) for p in data]
     )

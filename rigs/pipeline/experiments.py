@@ -66,6 +66,7 @@ class Experiment:
     overrides: dict[str, str] = field(default_factory=dict)
     truth: Path | None = None
     problems: tuple[str, ...] = ()
+    outside: tuple[Path, ...] = ()  # inputs outside the folder, allowed by --allow-outside
 
     def input_files(self) -> list[Path]:
         """Every file the result depends on (the rig spec too, when it is a file)."""
@@ -91,8 +92,13 @@ class Experiment:
         return json.loads(json.dumps(raw, default=str))
 
 
-def discover(folder: str | Path) -> list[Experiment]:
-    """The experiments in ``folder`` (see the module docstring), sorted by name."""
+def discover(folder: str | Path, allow_outside: bool = False) -> list[Experiment]:
+    """The experiments in ``folder`` (see the module docstring), sorted by name.
+
+    Every experiment name must be an identifier, and every input file must resolve inside
+    ``folder`` (symbolic links followed); otherwise that experiment is invalid. With
+    ``allow_outside``, inputs elsewhere are used and listed in ``Experiment.outside``.
+    """
     folder = Path(folder).resolve()
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder; give the folder that holds the recordings")
@@ -103,7 +109,41 @@ def discover(folder: str | Path) -> list[Experiment]:
             f"{folder}: no experiments found (no {MANIFEST}, no videos {VIDEO_SUFFIXES}, "
             f"no encoder captures {ENCODER_SUFFIXES}); see docs/pipeline.md"
         )
+    found = [_confined(e, allow_outside) for e in found]
     return sorted(found, key=lambda e: e.name)
+
+
+# ------------------------------------------------------------------------------ confinement
+
+
+def _confined(exp: Experiment, allow_outside: bool) -> Experiment:
+    """``exp`` with a problem for a name that is not an identifier and for each input that
+    resolves outside its folder (unless ``allow_outside``: then they are listed in
+    ``outside``, for the index)."""
+    from dataclasses import replace
+
+    from physid.rigs.pipeline.outputs import name_problem
+
+    problems = list(exp.problems)
+    bad_name = name_problem(exp.name)
+    if bad_name:
+        problems.append(bad_name)
+    inputs = [*exp.input_files(), *([exp.truth] if exp.truth else [])]
+    spec = exp.rig_path()
+    if spec is not None and exp.rig is not None and not Path(exp.rig).is_absolute():
+        inputs.remove(spec)  # a built-in rig name: the installed spec, not a user path
+    outside = tuple(dict.fromkeys(p for p in inputs if not _is_inside(p, exp.folder)))
+    if outside and not allow_outside:
+        problems += [
+            f"{exp.folder}: experiment {exp.name!r}: input {p} is outside the folder; move it "
+            "in, or pass --allow-outside to use it (it is then listed in the index)"
+            for p in outside
+        ]
+    return replace(exp, problems=tuple(problems), outside=outside if allow_outside else ())
+
+
+def _is_inside(path: Path, folder: Path) -> bool:
+    return Path(path).resolve().is_relative_to(Path(folder).resolve())
 
 
 # ------------------------------------------------------------------------------ manifest
@@ -216,7 +256,9 @@ def _from_stems(folder: Path) -> list[Experiment]:
         videos = tuple(p for p in paths if p.suffix.lower() in VIDEO_SUFFIXES)
         encoders = tuple(p for p in paths if p.suffix.lower() in ENCODER_SUFFIXES)
         csvs = tuple(p for p in paths if p.suffix.lower() == CSV_SUFFIX)
-        poses = tuple(p for p in csvs if _csv_header(p)[:4] == ["t", "x", "y", "theta"])
+        # (a link out of the folder is not opened: it becomes an input outside the folder)
+        header = ["t", "x", "y", "theta"]
+        poses = tuple(p for p in csvs if _is_inside(p, folder) and _csv_header(p)[:4] == header)
         encoders += tuple(p for p in csvs if p not in poses)
         calibration = camera if camera.exists() else None
         found.append(

@@ -8,6 +8,10 @@ have physid installed and see the same file system. Each experiment is one task
 (``rigs.pipeline.run.run_experiment``); workers report stages and frames through Dask's event log,
 shown here as one progress line per experiment. The index is rewritten after every finished
 experiment, so an interrupted run still leaves a valid ``index.html`` for what is done.
+
+One run at a time per output folder (``outputs.run_lock``); the local cluster is reachable
+by this process only (``rigs.pipeline.cluster``). ``exit_status`` gives the command's exit
+status from the experiments' statuses (``EXIT_*``).
 """
 
 from __future__ import annotations
@@ -23,31 +27,59 @@ from pathlib import Path
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from physid.estimation.estimate import write_json_atomic
 from physid.estimation.report import write_index
+from physid.rigs.pipeline import cluster
 from physid.rigs.pipeline.experiments import Experiment, discover
-from physid.rigs.pipeline.run import PROGRESS_TOPIC, cross_validate, run_experiment
+from physid.rigs.pipeline.outputs import run_lock
+from physid.rigs.pipeline.run import FINISHED, PROGRESS_TOPIC, cross_validate, run_experiment
+from physid.terminal import error_line
 
 
 @dataclass(frozen=True)
 class ProcessOptions:
     """``jobs``: local worker processes; ``scheduler``: a Dask scheduler address (overrides
     ``jobs``); ``force``: recompute even when inputs are unchanged; ``cross_validate``: fit
-    each model to the other experiments of its rig (N² state fits for N experiments)."""
+    each model to the other experiments of its rig (N² state fits for N experiments);
+    ``allow_outside``: accept manifest inputs outside the folder (listed in the index);
+    ``dashboard``: start Dask's HTTP dashboard on 127.0.0.1 (local clusters)."""
 
     jobs: int = 1
     scheduler: str | None = None
     force: bool = False
     cross_validate: bool = True
+    allow_outside: bool = False
+    dashboard: bool = False
+
+
+# Exit statuses of `physid process` (docs/pipeline.md).
+EXIT_OK = 0  # every experiment reported ("ok", "warning" or reused)
+EXIT_FAILED = 1  # an experiment failed or was invalid, or none was reported
+EXIT_INPUT = 2  # a command-line or input error before any experiment ran
+EXIT_BUSY = 3  # another run holds the output folder
+EXIT_OS = 4  # an OS error outside the experiments (disk full, permissions)
+
+
+def exit_status(summaries: list[dict]) -> int:
+    """``EXIT_OK`` when there were experiments and all were reported, else ``EXIT_FAILED``."""
+    good = [s for s in summaries if s.get("status") in FINISHED]
+    return EXIT_OK if summaries and len(good) == len(summaries) else EXIT_FAILED
 
 
 def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Console) -> Path:
-    """Process every experiment in ``folder`` into ``out``; returns the index path."""
-    experiments = discover(folder)
+    """Process every experiment in ``folder`` into ``out``; returns the index path. Holds
+    the output folder's lock throughout (``OutputBusy`` when another run has it)."""
+    experiments = discover(folder, allow_outside=options.allow_outside)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out):
+        return _process(experiments, Path(folder), out, options, console)
+
+
+def _process(experiments, folder: Path, out: Path, options: ProcessOptions, console) -> Path:
     _clean_partials(out)
     settings = {"force": options.force}
     console.print(
@@ -84,13 +116,18 @@ def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Co
         if options.cross_validate:
             _cross_validate(client, experiments, summaries, console)
     index = _write_index(out, experiments, summaries)
-    ok = sum(s["status"] == "ok" for s in summaries.values())
+    ok = sum(s["status"] in FINISHED for s in summaries.values())
     console.print(
         f"{ok} of {len(experiments)} experiment(s) reported in {time.perf_counter() - start:.1f} s"
     )
     for s in summaries.values():
-        if s["status"] != "ok":
-            console.print(f"[red]{s['experiment']}[/red]: {s['status']}: {s.get('error')}")
+        if s["status"] not in FINISHED:
+            console.print(error_line(s["experiment"], f"{s['status']}: {s.get('error')}"))
+        for note in s.get("warnings", []):
+            console.print(error_line(s["experiment"], f"warning: {note}", "yellow"))
+        for path in s.get("outside_inputs", []):
+            note = f"input outside {folder} (--allow-outside): {path}"
+            console.print(error_line(s["experiment"], note, "yellow"))
     return index
 
 
@@ -100,7 +137,7 @@ def cross_validation_pairs(experiments: list[Experiment], summaries: dict) -> li
     groups: dict[tuple, list[str]] = {}
     for exp in experiments:
         s = summaries.get(exp.name, {})
-        if s.get("status") == "ok" and exp.encoders and s.get("parameters"):
+        if s.get("status") in FINISHED and exp.encoders and s.get("parameters"):
             key = (s.get("rig_name"), tuple(sorted(s["parameters"])))
             groups.setdefault(key, []).append(exp.name)
     return [(a, b) for names in groups.values() if len(names) > 1 for a in names for b in names]
@@ -133,7 +170,7 @@ def _cross_validate(client, experiments: list[Experiment], summaries: dict, cons
             costs[a][b] = float(future.result())
         except Exception as exc:  # noqa: BLE001  (a failed fit leaves a gap, not a crash)
             costs[a][b] = None
-            console.print(f"[yellow]cross-validation {a} → {b} failed:[/yellow] {exc}")
+            console.print(error_line(f"cross-validation {a} → {b} failed", str(exc), "yellow"))
     for a, row in costs.items():
         others = [c for b, c in row.items() if b != a and c is not None]
         summaries[a]["cross_validation"] = row
@@ -160,17 +197,27 @@ def _write_index(out: Path, experiments: list[Experiment], summaries: dict) -> P
 
 
 def _clean_partials(out: Path) -> None:
-    """Work folders of an interrupted run are incomplete by construction: drop them."""
+    """Work folders of an interrupted run are incomplete by construction: drop them (this run
+    holds the folder's lock, so no other run is writing them). Links are not followed."""
     for partial in out.glob(".*.partial"):
-        shutil.rmtree(partial, ignore_errors=True)
+        if partial.is_dir() and not partial.is_symlink():
+            shutil.rmtree(partial, ignore_errors=True)
 
 
 @contextmanager
-def _client(options: ProcessOptions, console: Console, pin_workers: bool = False):
+def _client(
+    options: ProcessOptions,
+    console: Console,
+    pin_workers: bool = False,
+    shutdown_timeout: float = cluster.SHUTDOWN_TIMEOUT_S,
+):
     """A Dask client: of the scheduler given, or of a local cluster of ``options.jobs``
-    workers (each pinned to its own core when ``pin_workers``, see ``PinToCore``)."""
+    workers (``cluster.local_cluster``: TLS, no HTTP server unless ``options.dashboard``;
+    each worker pinned to its own core when ``pin_workers``, see ``PinToCore``). A local
+    cluster that does not shut down within ``shutdown_timeout`` s after the work is a
+    warning, not a failure."""
     import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     from physid.rigs.pipeline import allocator
 
@@ -181,25 +228,26 @@ def _client(options: ProcessOptions, console: Console, pin_workers: bool = False
         return
     jobs = max(1, int(options.jobs))
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **allocator.ENVIRONMENT}
-    with (
-        dask.config.set({"distributed.nanny.pre-spawn-environ": environ}),
-        LocalCluster(
-            n_workers=jobs,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            worker_dashboard_address=None,
-            silence_logs=50,
-            memory_limit=0,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        if pin_workers and jobs > 1 and hasattr(os, "sched_getaffinity"):
-            cpus = tuple(sorted(os.sched_getaffinity(0)))
-            if len(cpus) > 1:
-                client.register_plugin(PinToCore(cpus), name="physid-pin-to-core")
-        yield client
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        local = cluster.local_cluster(jobs, dashboard=options.dashboard)
+        try:
+            client = Client(local)
+        except BaseException:
+            local.close()
+            raise
+
+        def warn(text: str) -> None:
+            console.print(error_line("warning", text, "yellow"))
+
+        with cluster.closing(local, client, warn, shutdown_timeout):
+            link = cluster.dashboard_link(local)
+            if link:
+                console.print(f"Dask dashboard: {link}")
+            if pin_workers and jobs > 1 and hasattr(os, "sched_getaffinity"):
+                cpus = tuple(sorted(os.sched_getaffinity(0)))
+                if len(cpus) > 1:
+                    client.register_plugin(PinToCore(cpus), name="physid-pin-to-core")
+            yield client
 
 
 class PinToCore(WorkerPlugin):
@@ -234,10 +282,13 @@ class _ProgressView:
     """One rich progress line per experiment: its stage, frames where known, and status."""
 
     def __init__(self, experiments: list[Experiment], console: Console):
+        # Names and notes are shown verbatim (markup=False): a note is often an error message
+        # with "[method] h" or "[fixed.m]" in it; only the status word is coloured.
         self.progress = Progress(
-            TextColumn("{task.fields[name]:<12}"),
+            TextColumn("{task.fields[name]:<12}", markup=False),
             BarColumn(bar_width=20),
-            TextColumn("{task.fields[stage]:<12} {task.fields[note]}"),
+            TextColumn("{task.fields[stage]:<12}"),
+            TextColumn("{task.fields[note]}", markup=False),
             TimeElapsedColumn(),
             console=console,
             transient=False,
@@ -265,7 +316,7 @@ class _ProgressView:
             return
         with self.lock:
             note = msg.get("message", "")
-            fields = {"stage": msg.get("stage", ""), "note": note[:60]}
+            fields = {"stage": escape(str(msg.get("stage", ""))), "note": note[:60]}
             if "frames" in msg:
                 self.progress.update(
                     task, completed=msg["frames"], total=msg.get("total"), **fields
@@ -277,7 +328,9 @@ class _ProgressView:
         with self.lock:
             status = summary["status"]
             note = "reused" if summary.get("skipped") else summary.get("error", "")[:60]
-            colour = "green" if status == "ok" else "red"
+            if status == "warning" and not summary.get("skipped"):
+                note = "; ".join(summary.get("warnings", []))[:60]
+            colour = {"ok": "green", "warning": "yellow"}.get(status, "red")
             self.progress.update(
                 self.tasks[name],
                 total=1,

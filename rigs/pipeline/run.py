@@ -9,8 +9,9 @@ records the input hash, so a re-run with unchanged inputs reuses the finished re
 
 from __future__ import annotations
 
+import errno
 import json
-import re
+import os
 import shutil
 import time
 import traceback
@@ -22,9 +23,12 @@ from pathlib import Path
 from physid.errors import InputError
 from physid.estimation.estimate import Estimate, write_json_atomic
 from physid.rigs.pipeline.experiments import Experiment, input_hash
+from physid.rigs.pipeline.outputs import damaged_outputs, file_hashes
+from physid.terminal import plain
 
 PROGRESS_TOPIC = "physid-progress"
 SUMMARY = "summary.json"
+FINISHED = ("ok", "warning")  # statuses of an experiment whose report was written
 
 
 # ------------------------------------------------------------------------------ progress
@@ -65,15 +69,10 @@ class StageLog:
         self.begin("done")
 
     def print(self, *objects, **_) -> None:
-        text = _plain_text(" ".join(str(o) for o in objects))
+        text = plain(" ".join(str(o) for o in objects))
         with open(self.path, "a") as fh:
             fh.write(f"[{self.stage}] {text}\n")
         self.sink({"experiment": self.experiment, "stage": self.stage, "message": text})
-
-
-def _plain_text(text: str) -> str:
-    """Drop rich markup like [green]...[/green] from a console line."""
-    return re.sub(r"\[/?[a-z ]+\]", "", text)
 
 
 # ------------------------------------------------------------------------------ one experiment
@@ -81,56 +80,136 @@ def _plain_text(text: str) -> str:
 
 def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dict:
     """Process one experiment into ``out_root/NAME``; returns its summary (never raises for
-    bad input: the error is in the summary with ``status`` "failed" or "invalid")."""
-    out_root = Path(out_root)
-    final = out_root / exp.name
-    _restore_interrupted_swap(final)
+    bad input: the error is in the summary with ``status`` "failed" or "invalid").
+
+    Nothing is written or removed before the experiment's output paths are checked to lie
+    inside ``out_root`` (``outputs.inside``). A finished report is reused only when its
+    input hash matches and every file it recorded is there unchanged. The status is "ok",
+    "warning" (finished, with problems listed in ``warnings``), "failed" or "invalid".
+    """
+    from physid.rigs.pipeline.outputs import UnsafePath
+
     if exp.problems:
         return _summary(exp, "invalid", error="; ".join(exp.problems))
     try:
+        paths = OutputPaths.of(Path(out_root), exp.name)
+    except UnsafePath as exc:
+        return _summary(exp, "invalid", error=str(exc))
+    paths.restore_interrupted_swap()
+    try:
         digest = input_hash(exp, {k: v for k, v in settings.items() if k != "force"})
     except OSError as exc:
-        return _summary(exp, "invalid", error=f"cannot read an input: {exc}")
-    cached = _cached_summary(final, digest)
+        return _summary(exp, "invalid", error=f"cannot read an input: {_os_error(exc)}")
+    cached = _cached_summary(paths.final, digest)
     if cached is not None and not settings.get("force"):
         emit({"experiment": exp.name, "stage": "done", "message": "unchanged; report reused"})
         return {**cached, "skipped": True}
 
-    work = out_root / f".{exp.name}.partial"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = paths.work
     log = StageLog(exp.name, work / "log.txt")
     try:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
         result = identify_experiment(exp, work, log, settings)
         result.estimate.write(work / "estimate.json")
         log.begin("report")
         from physid.estimation.report import write_experiment_report
 
-        summary = _summary(exp, "ok", digest=digest, result=result, timings=log.timings)
+        status = "warning" if result.warnings else "ok"
+        summary = _summary(exp, status, digest=digest, result=result, timings=log.timings)
         write_experiment_report(work / "report.html", summary, result.estimate, work)
         log.finish()
         summary["timings"] = dict(log.timings)  # now with the report stage
+        summary["outputs"] = file_hashes(work)  # checked before the report is reused
         write_json_atomic(work / SUMMARY, summary)
-        _swap_into_place(work, final)
-        (out_root / f"{exp.name}.failed.log").unlink(missing_ok=True)  # an earlier failure's
+        paths.swap_into_place()
+        paths.failed_log.unlink(missing_ok=True)  # an earlier failure's
         return summary
     except Exception as exc:  # noqa: BLE001  (one bad experiment never stops the others)
-        expected = isinstance(exc, InputError)
-        message = str(exc) if expected else f"{type(exc).__name__}: {exc}"
-        log.print(message if expected else traceback.format_exc())
-        kept = out_root / f"{exp.name}.failed.log"
-        shutil.copyfile(work / "log.txt", kept)
+        message = _one_line(exc)
+        detail = message if isinstance(exc, InputError | OSError) else traceback.format_exc()
+        kept = paths.keep_log(log, detail)
         shutil.rmtree(work, ignore_errors=True)
-        return _summary(exp, "failed", error=message, stage=log.stage, log=kept.name)
+        return _summary(exp, "failed", error=message, stage=log.stage, log=kept)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of a failed experiment: an input error's own text, the file and the
+    reason for an OS error (disk full, permissions), else the exception's type and text."""
+    if isinstance(exc, InputError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return _os_error(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _os_error(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    hint = "; free space there and run again" if exc.errno == errno.ENOSPC else ""
+    return f"{where}{reason}{hint}"
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    """Where one experiment's outputs go in ``--out``, each checked to lie inside it:
+    ``final`` (NAME/), ``work`` (.NAME.partial/), ``old`` (.NAME.old/ during the swap) and
+    ``failed_log`` (NAME.failed.log)."""
+
+    final: Path
+    work: Path
+    old: Path
+    failed_log: Path
+
+    @staticmethod
+    def of(out_root: Path, name: str) -> OutputPaths:
+        from physid.rigs.pipeline.outputs import inside
+
+        return OutputPaths(
+            inside(out_root, name),
+            inside(out_root, f".{name}.partial"),
+            inside(out_root, f".{name}.old"),
+            inside(out_root, f"{name}.failed.log"),
+        )
+
+    def swap_into_place(self) -> None:
+        """Replace ``final`` by ``work`` with renames only (a crash in between is repaired
+        by ``restore_interrupted_swap`` on the next run)."""
+        shutil.rmtree(self.old, ignore_errors=True)
+        if self.final.exists():
+            self.final.rename(self.old)
+        self.work.rename(self.final)
+        shutil.rmtree(self.old, ignore_errors=True)
+
+    def restore_interrupted_swap(self) -> None:
+        if self.old.exists() and not self.final.exists():
+            self.old.rename(self.final)
+
+    def keep_log(self, log: StageLog, detail: str) -> str | None:
+        """Move the work folder's log to ``NAME.failed.log`` and end it with ``detail``.
+        A rename needs no free space, so on a full disk the lines logged so far survive
+        even when the last one cannot be added. The file name, or None if there is none."""
+        try:
+            log.print(detail)
+        except OSError:
+            pass  # the disk is full: keep what was written
+        try:
+            os.replace(log.path, self.failed_log)
+        except OSError:
+            return None
+        return self.failed_log.name
 
 
 @dataclass
 class Result:
-    """What the stages produced: the estimate, extra report facts and the files written."""
+    """What the stages produced: the estimate, extra report facts, the files written and
+    ``warnings`` (problems that did not stop the fit, e.g. a few frames missing from a video;
+    any makes the experiment's status "warning")."""
 
     estimate: Estimate
     facts: dict = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: dict) -> Result:
@@ -196,17 +275,18 @@ def ellipse_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: d
 
     facts: dict = {}
     files: dict[str, str] = {}
+    warned: list[str] = []
     if exp.poses:
         poses = exp.poses[0]
     elif exp.videos:
-        poses, spec = _track_drop(exp, spec, work, log, facts, files)
+        poses, spec = _track_drop(exp, spec, work, log, facts, files, warned)
     else:
         raise InputError(f"{exp.name}: the ellipse drop needs a video or a pose CSV")
     log.begin("identify")
     estimate = ellipse_drop.identify(spec, [poses], work, log)
     estimate = _with_report_series(estimate, _drop_series(estimate.extra))
     files["fit"] = "fit.png"
-    return Result(estimate, facts, files)
+    return Result(estimate, facts, files, warned)
 
 
 def _drop_series(extra: dict) -> dict:
@@ -227,7 +307,9 @@ def _with_report_series(estimate: Estimate, additions: dict) -> Estimate:
     return replace(estimate, extra={**estimate.extra, **additions})
 
 
-def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, files: dict):
+def _track_drop(
+    exp: Experiment, spec, work: Path, log: StageLog, facts: dict, files: dict, warned: list
+):
     from physid.spec import with_overrides
     from physid.vision.overlay import write_overlay
     from physid.vision.posefile import write_pose_csv
@@ -241,6 +323,7 @@ def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, f
     log.begin("tracking")
     _, info = open_video(video)
     result = track_video(video, camera, scene, progress=_frame_ticker(log, info.frames))
+    frames = check_video_frames(info, result.t, log, warned)
     valid = int((~result.missing.any(axis=1)).sum())
     log.print(f"{len(result.t)} frames tracked, {valid} poses, ground alpha {result.ground_alpha}")
     poses = write_pose_csv(work / "poses.csv", result.stream(), result.frame)
@@ -253,6 +336,7 @@ def _track_drop(exp: Experiment, spec, work: Path, log: StageLog, facts: dict, f
         "valid_poses": valid,
         "ground_p0_m": result.ground_p0.tolist(),
         "ground_alpha_rad": float(result.ground_alpha),
+        **frames,
     }
     p0 = result.ground_p0
     measured = {
@@ -299,20 +383,72 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
         streams.append(stream)
     h = method_settings(spec)["h"]
+    warned: list[str] = []
+    streams, labels = encoder_segments(streams, exp.encoders, spec, h, facts, log, warned)
     series = [
-        series_on_grid(s, rig.channels, h, p) for s, p in zip(streams, exp.encoders, strict=True)
+        series_on_grid(s, rig.channels, h, lab) for s, lab in zip(streams, labels, strict=True)
     ]
     markers, camera_info = None, None
     if exp.videos:
-        markers, camera_info = _fuse_video(exp, spec, rig, streams[0], series[0], work, log, facts)
+        markers, camera_info = _fuse_video(
+            exp, spec, rig, streams[0], series[0], work, log, facts, warned
+        )
     log.begin("identify")
-    labels = [p.name for p in exp.encoders]
     estimate, fits = identify_series(spec, rig, series, markers, log.print, labels)
     additions = {"series": fit_series(rig, series[0], fits[0], markers)}
     if camera_info is not None:
         additions["camera"] = camera_info
     estimate = _with_report_series(estimate, additions)
-    return Result(estimate, facts, {})
+    return Result(estimate, facts, {}, warned)
+
+
+# A segment of a split log shorter than this many grid steps cannot be fitted on its own
+# (a stray frame far from the others is one sample): it is left out, with a warning.
+MIN_SEGMENT_STEPS = 10
+
+
+def encoder_segments(streams, paths, spec, h: float, facts: dict, log: StageLog, warned: list):
+    """Each log cut at its gaps longer than ``[method] max_gap`` (``split_at_gaps``), the
+    longest segment of the first log first (the LM fits it; the others cross-validate).
+    Returns the segments and their labels; splits and dropped segments are warnings, listed
+    with their frame numbers in the report."""
+    from physid.rigs.encoders.convert import split_at_gaps
+    from physid.rigs.models.identify_hinged import max_gap
+
+    limit = max_gap(spec)
+    kept: list[tuple] = []
+    for i, (stream, path) in enumerate(zip(streams, paths, strict=True)):
+        segments, gaps = split_at_gaps(stream, limit)
+        if not gaps:
+            kept.append((i, stream, path.name))
+            continue
+        seq = [s.source.get("seq") for s in segments]
+        spans = [f"seq {q[0]}-{q[-1]}" if q is not None else "?" for q in seq]
+        usable = [len(s) > 1 and s.t[-1] - s.t[0] >= MIN_SEGMENT_STEPS * h for s in segments]
+        note = (
+            f"{path.name}: split at {len(gaps)} gap(s) longer than {limit:g} s ([method] "
+            f"max_gap): " + "; ".join(g.describe() for g in gaps)
+        )
+        dropped = [sp for sp, ok in zip(spans, usable, strict=True) if not ok]
+        if dropped:
+            note += f"; left out, shorter than {MIN_SEGMENT_STEPS} steps: frames " + ", ".join(
+                dropped
+            )
+        warned.append(note)
+        log.print(f"[yellow]warning:[/yellow] {note}")
+        facts["encoders"][i]["gaps"] = [g.describe() for g in gaps]
+        for s, sp, ok in zip(segments, spans, usable, strict=True):
+            if ok:
+                kept.append((i, s, f"{path.name} frames {sp}"))
+    if not kept:
+        raise InputError(
+            f"{paths[0]}: no segment of at least {MIN_SEGMENT_STEPS} steps between gaps "
+            f"longer than {limit:g} s; see the warnings in the log"
+        )
+    first = [k for k in kept if k[0] == 0] or kept
+    main = max(first, key=lambda k: k[1].t[-1] - k[1].t[0])
+    ordered = [main, *(k for k in kept if k is not main)]
+    return [k[1] for k in ordered], [k[2] for k in ordered]
 
 
 def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
@@ -321,9 +457,11 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
     Section 4.5, Tables 2 and 4). Encoder rows only, so that experiments with and without
     video compare on the same terms."""
     from physid.rigs.encoders import read_log
+    from physid.rigs.encoders.convert import split_at_gaps
     from physid.rigs.models.identify_hinged import (
         enable_compilation_cache,
         estimate_states,
+        max_gap,
         method_settings,
         series_on_grid,
     )
@@ -337,12 +475,34 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the experiment's own report already lists them
         stream = read_log(path, spec)
+    # the segment the experiment's own fit used: the longest (see encoder_segments)
+    segments, _ = split_at_gaps(stream, max_gap(spec))
+    stream = max(segments, key=lambda s: s.t[-1] - s.t[0])
     series = series_on_grid(stream, rig.channels, method_settings(spec)["h"], path)
     _, result = estimate_states(spec, rig, series, values)
     return result.cost / len(series["grid"])
 
 
-def _fuse_video(exp, spec, rig, stream, series, work, log, facts):
+def check_video_frames(info, t, log: StageLog, warned: list[str]) -> dict:
+    """Decoded frames against the container's count and duration (``account_frames``):
+    a damaged video fails the experiment; a few missing frames are a warning, listed in
+    the report. Returns the counts for the report's tracking facts."""
+    from physid.vision.video import MISSING_WARN_FRACTION, VideoError, account_frames
+
+    account = account_frames(info, t)
+    if account.verdict == "failed":
+        raise VideoError(
+            f"{account.message()}; more than {100 * MISSING_WARN_FRACTION:g} % of the frames "
+            "are missing or undecodable: copy the file from the camera again, or cut the "
+            "video to its intact part"
+        )
+    if account.verdict == "warning":
+        warned.append(account.message())
+        log.print(f"[yellow]warning:[/yellow] {account.message()}")
+    return account.as_dict()
+
+
+def _fuse_video(exp, spec, rig, stream, series, work, log, facts, warned):
     """Track the spec's markers, synchronize the clocks and put the pixels on the LM grid;
     (None, None) with the reason in the facts when the clocks cannot be trusted."""
     from physid.estimation.markers import MarkerObservations
@@ -369,12 +529,14 @@ def _fuse_video(exp, spec, rig, stream, series, work, log, facts):
         exp.videos[0], camera, markers.ids, markers.side,
         progress=_frame_ticker(log, info.frames), dictionary=markers.dictionary,
     )  # fmt: skip
+    frames = check_video_frames(info, tracks.t, log, warned)
     seen = 1.0 - tracks.missing.mean(axis=0)
     log.print("markers seen in " + ", ".join(f"{100 * s:.0f} %" for s in seen) + " of frames")
     facts["tracking"] = {
         "video": exp.videos[0].name,
         "frames": len(tracks.t),
         **{f"seen_{n}": float(s) for n, s in zip(markers.names, seen, strict=True)},
+        **frames,
     }
     log.begin("sync")
     kinematics = marker_kinematics(rig, markers)
@@ -492,9 +654,11 @@ def _summary(exp: Experiment, status: str, **info) -> dict:
         "worker": _worker(),
         "rig": exp.rig,
         "inputs": [str(p) for p in exp.input_files()],
-        "truth": _truth(exp),
+        "truth": _truth(exp) if status != "invalid" else None,
         **info,
     }
+    if exp.outside:
+        summary["outside_inputs"] = [str(p) for p in exp.outside]
     if result is not None:
         est = result.estimate
         summary.update(
@@ -508,6 +672,8 @@ def _summary(exp: Experiment, status: str, **info) -> dict:
             facts=result.facts,
             files=result.files,
         )
+        if result.warnings:
+            summary["warnings"] = list(result.warnings)
     return json.loads(json.dumps(summary, default=_json_default))
 
 
@@ -528,26 +694,13 @@ def _truth(exp: Experiment) -> dict | None:
 
 
 def _cached_summary(final: Path, digest: str) -> dict | None:
+    """The finished report's summary when it can be reused: same input hash, and every file
+    it recorded present with its recorded SHA-256 (a report damaged or half-copied since is
+    recomputed)."""
     try:
         summary = json.loads((final / SUMMARY).read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    ok = summary.get("status") == "ok" and summary.get("digest") == digest
-    return summary if ok else None
-
-
-def _swap_into_place(work: Path, final: Path) -> None:
-    """Replace ``final`` by ``work`` with renames only (a crash in between is repaired by
-    ``_restore_interrupted_swap`` on the next run)."""
-    old = final.with_name(f".{final.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    work.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _restore_interrupted_swap(final: Path) -> None:
-    old = final.with_name(f".{final.name}.old")
-    if old.exists() and not final.exists():
-        old.rename(final)
+    if summary.get("status") not in FINISHED or summary.get("digest") != digest:
+        return None
+    return None if damaged_outputs(final, summary.get("outputs")) else summary
