@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from physid.files import follow_umask
+from physid.files import follow_umask, naming
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         follow_umask(fd)
-        with os.fdopen(fd, "w") as fh:
+        with naming(path), os.fdopen(fd, "w") as fh:
             json.dump(_plain(data), fh, indent=2)
             fh.write("\n")
         os.replace(tmp, path)

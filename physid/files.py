@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _lock = threading.Lock()
 
@@ -37,3 +39,16 @@ def new_file_mode() -> int:
 def follow_umask(fd: int) -> None:
     """Give the file open as ``fd`` (made by ``mkstemp``, mode 0600) the umask's mode."""
     os.fchmod(fd, new_file_mode())
+
+
+@contextmanager
+def naming(path) -> Iterator[None]:
+    """Give an ``OSError`` raised inside the block the file name ``path`` when it has none
+    (a failed ``write`` on a full disk names no file), so the one line printed for it says
+    which file could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise

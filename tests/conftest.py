@@ -3,3 +3,51 @@
 import jax
 
 jax.config.update("jax_enable_x64", True)
+
+
+# ------------------------------------------------------------------------------ a small disk
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``mount(size_bytes) -> Path``: a folder on a tmpfs of that size, so that writes end in
+    a real ENOSPC. A real full disk is what is tested: as root, quotas and reserved blocks
+    do not stop writes, and RLIMIT_FSIZE gives EFBIG and a signal instead of ENOSPC. Skips
+    where mounting is not permitted (not root, or a sandbox without CAP_SYS_ADMIN)."""
+    mounted: list[Path] = []
+
+    def mount(size: int) -> Path:
+        where = tmp_path / f"disk{len(mounted)}"
+        where.mkdir()
+        res = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
+        if res.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs here: {res.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in reversed(mounted):
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Fill the file system holding ``folder`` until at most ``leave`` bytes are free."""
+    path = folder / "filler"
+    block = b"\0" * 4096
+    with open(path, "wb", buffering=0) as fh:
+        try:
+            while os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize > leave:
+                fh.write(block)
+        except OSError:
+            pass
+    return path

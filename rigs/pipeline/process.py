@@ -32,6 +32,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from physid.estimation.estimate import write_json_atomic
 from physid.estimation.report import write_index
+from physid.files import naming
 from physid.rigs.pipeline import cluster
 from physid.rigs.pipeline.experiments import Experiment, discover
 from physid.rigs.pipeline.outputs import run_lock
@@ -193,7 +194,8 @@ def _result(future, exp: Experiment) -> dict:
 def _write_index(out: Path, experiments: list[Experiment], summaries: dict) -> Path:
     ordered = [summaries[e.name] for e in experiments if e.name in summaries]
     write_json_atomic(out / "index.json", {"experiments": ordered})
-    return write_index(out / "index.html", ordered)
+    with naming(out / "index.html"):
+        return write_index(out / "index.html", ordered)
 
 
 def _clean_partials(out: Path) -> None:

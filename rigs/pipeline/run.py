@@ -22,6 +22,7 @@ from pathlib import Path
 
 from physid.errors import InputError
 from physid.estimation.estimate import Estimate, write_json_atomic
+from physid.files import naming
 from physid.rigs.pipeline.experiments import Experiment, input_hash
 from physid.rigs.pipeline.outputs import damaged_outputs, file_hashes
 from physid.terminal import plain
@@ -117,7 +118,8 @@ def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dic
 
         status = "warning" if result.warnings else "ok"
         summary = _summary(exp, status, digest=digest, result=result, timings=log.timings)
-        write_experiment_report(work / "report.html", summary, result.estimate, work)
+        with naming(work / "report.html"):
+            write_experiment_report(work / "report.html", summary, result.estimate, work)
         log.finish()
         summary["timings"] = dict(log.timings)  # now with the report stage
         summary["outputs"] = file_hashes(work)  # checked before the report is reused
