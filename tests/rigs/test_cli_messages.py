@@ -1,0 +1,86 @@
+"""Terminal messages are printed as the text they are: spec keys in brackets survive rich, in
+errors and in help texts (issue 25); files physid writes follow the user's umask."""
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import numpy as np
+
+from physid.estimation.estimate import write_json_atomic
+from physid.streams import Stream
+from physid.terminal import Console, error_line, escape_unknown, plain
+
+PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
+
+
+def physid(*args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "400"}  # one message, one line
+    return subprocess.run(
+        [*PHYSID, *map(str, args)], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def test_spec_keys_in_brackets_survive_the_console():
+    text = io.StringIO()
+    console = Console(file=text, width=300)
+    console.print("[red]error:[/red] spec.toml: [fixed.m] must be positive, got -1")
+    console.print("[yellow]warning:[/yellow] [method] h, [scene] and [markers], [u], [/x]")
+    console.print(error_line("error", "[bold] is literal here, and so is [/]"))
+    assert text.getvalue().splitlines() == [
+        "error: spec.toml: [fixed.m] must be positive, got -1",
+        "warning: [method] h, [scene] and [markers], [u], [/x]",
+        "error: [bold] is literal here, and so is [/]",
+    ]
+    assert plain("[green]wrote[/green] [method] h") == "wrote [method] h"
+    assert plain(escape_unknown("[red]x[/red] [fixed.m]")) == "x [fixed.m]"
+
+
+def test_cli_errors_and_help_keep_their_brackets(tmp_path):
+    res = physid("simulate", "ellipse_drop", "--set", "m=-1 kg", "--out", tmp_path / "x")
+    assert res.returncode == 2
+    assert "[fixed.m] must be positive, got -1" in res.stderr, res.stderr
+    assert not (tmp_path / "x").exists()
+
+    from typer.testing import CliRunner
+
+    from physid.rigs.cli import _register_plugins, app
+
+    _register_plugins()
+    runner = CliRunner()
+
+    def help_text(command: str) -> str:  # help is wrapped at 80 columns: compare words
+        res = runner.invoke(app, [command, "--help"])
+        assert res.exit_code == 0, res.output
+        return " ".join(res.output.split())
+
+    assert "Rig spec TOML with [scene] and [markers]" in help_text("track")
+    assert "same as [method] model_error = true" in help_text("identify")
+    assert "Exit status: 0 every experiment reported" in help_text("process")
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    from physid.rigs.encoders.csvlog import write_log_csv
+
+    stream = Stream(
+        t=np.arange(3) * 1e-3,
+        values=np.zeros((3, 2)),
+        channels=("theta", "u"),
+        units=("rad", "V"),
+        missing=np.zeros((3, 2), bool),
+    )
+    old = os.umask(0o027)
+    try:
+        js = write_json_atomic(tmp_path / "estimate.json", {"a": 1})
+        csv = write_log_csv(tmp_path / "log.csv", stream)
+        os.umask(0o002)
+        js2 = write_json_atomic(tmp_path / "index.json", {"a": 2})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(js.stat().st_mode) == 0o640  # was 0600 whatever the umask
+    assert stat.S_IMODE(csv.stat().st_mode) == 0o640
+    assert stat.S_IMODE(js2.stat().st_mode) == 0o664
+    assert json.loads(js2.read_text()) == {"a": 2}
