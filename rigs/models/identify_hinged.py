@@ -168,8 +168,8 @@ def check_grid_size(n: int, h: float, span: float, channels: int, path) -> None:
     if need > budget:
         raise InputError(
             f"{path}: [method] h = {h:g} s over {span:.6g} s of data makes a grid of {n:,} "
-            f"steps, about {need / 2**30:.3g} GiB for the estimator, more than the "
-            f"{budget / 2**30:.3g} GiB budget (half this machine's memory, or "
+            f"steps, about {need / 2**30:,.1f} GiB for the estimator, more than the "
+            f"{budget / 2**30:,.1f} GiB budget (half this machine's memory, or "
             "$PHYSID_MEMORY_BUDGET); raise [method] h in the rig spec or shorten the log"
         )
 
