@@ -220,3 +220,29 @@ def test_record_from_a_socket_url(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert out.read_bytes() == data
     assert "frames 1000" in res.stderr
+
+
+def test_record_on_a_full_disk_keeps_the_capture_and_ends_with_its_summary(
+    tmp_path: Path, small_disk
+) -> None:
+    """A 64 kB file system fills after ~2.7 s of a 24 kB/s board: the recorder stops
+    writing, keeps every byte it wrote, prints the summary of what it has, says that the
+    CSV could not be written and exits 4 (no traceback)."""
+    traj = synthetic_trajectory(6.0, 1000.0, 2, seed=16)
+    frames = encode_trajectory(traj)
+    data, _ = inject_faults(frames)
+    disk = small_disk(64 << 10)
+    out = disk / "full.bin"
+    with BoardSimulator(data, frames.shape[1], rate=1000.0) as sim:
+        proc = _start_recorder(sim.port, out, "--duration", "20")
+        sim.start()
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err
+    assert "Traceback" not in err
+    raw = out.read_bytes()
+    assert 0 < len(raw) < len(data) and data.startswith(raw)  # kept, exactly as received
+    assert f"writing {out} failed" in err and "No space left on device" in err
+    got, stats = decode_capture(raw)
+    assert f"frames {stats.frames} (" in err and "dropped 0, corrupted 0" in err
+    assert f"cannot write the parsed log {out.with_suffix('.csv')}" in err
+    assert not out.with_suffix(".csv").exists()
