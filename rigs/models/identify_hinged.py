@@ -137,9 +137,10 @@ def series_on_grid(stream, channels, h: float, path) -> dict:
     }
 
 
-# Memory the LM needs per grid step and encoder channel, measured with `physid identify`
-# (peak RSS against log length, see docs/pipeline.md "Bounds"), with a margin.
-BYTES_PER_STEP = 50_000
+# Memory the LM needs per grid step and encoder channel: peak RSS of `physid identify` grew
+# by 63 kB per step from a 4 s to an 8 s pendulum log (1 channel) and by 198 kB per step from
+# a 2 s to a 4 s Furuta log (2 channels); the Furuta's 99 kB per channel, plus 20 %.
+BYTES_PER_STEP = 120_000
 
 
 def memory_budget() -> int:
