@@ -96,3 +96,20 @@ def test_a_grid_beyond_the_memory_budget_is_refused_before_allocating(tmp_path, 
     # The grid alone would be 12 GB; refused before, the process grew by far less.
     assert grown < 1 << 20, f"peak RSS grew by {grown} KiB"
     assert grid in (tmp_path / "reports" / "a.failed.log").read_text()  # kept verbatim
+
+
+@pytest.mark.slow
+def test_process_fits_the_segment_before_a_stray_frame_with_a_warning(tmp_path, stray, true_j):
+    """End to end: the stray frame is left out, J is identified from the rest (as well as
+    without it: 2 %, see test_process), and the split is the experiment's warning."""
+    path, last = stray
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    shutil.copy(load_spec("pendulum").path, folder / "pendulum.toml")
+    shutil.copy(path, folder / "stray.bin")
+    (exp,) = discover(folder)
+    summary = run_experiment(exp, tmp_path / "reports", {})
+    assert summary["status"] == "warning", summary.get("error")
+    assert abs(summary["parameters"]["J"]["value"] / true_j - 1) < 0.02
+    (note,) = summary["warnings"]
+    assert f"frames seq {last} -> {last + JUMP}" in note

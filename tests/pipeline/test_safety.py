@@ -279,6 +279,7 @@ def test_exit_status_is_nonzero_when_nothing_was_reported(tmp_path):
     res = physid("process", folder, "--out", tmp_path / "reports")
     assert res.returncode == 1, res.stderr
     assert "lonely: invalid:" in res.stderr and "gone.bin: no such file" in res.stderr
+    assert "[experiments.lonely]: no rig spec" in res.stderr  # not eaten as rich markup
 
 
 def quiet() -> Console:

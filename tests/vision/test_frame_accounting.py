@@ -121,3 +121,30 @@ def test_a_video_that_cannot_be_written_is_an_error_naming_it(small_disk):
     err = caught.value
     assert err.errno == errno.ENOSPC and err.filename == str(path)
     assert "60 frames written but 0 readable" in str(err)
+
+
+@pytest.mark.slow
+def test_two_missing_frames_finish_as_a_warning_listed_in_the_report(tmp_path, damaged):
+    """The tail-cut drop video (118 of 120 frames) is identified, with status `warning` and
+    the missing frames in the summary, the report and the index."""
+    from physid.estimation.report import index_page
+    from physid.rigs.pipeline.experiments import discover
+    from physid.rigs.pipeline.run import run_experiment
+    from physid.vision.camera import action_camera
+
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    shutil.copy(damaged["tail2"], folder / "drop.avi")
+    action_camera().save(folder / "camera.json")
+    (folder / "experiments.toml").write_text(
+        '[experiments.drop]\nrig = "ellipse_drop"\nvideo = "drop.avi"\n'
+        'calibration = "camera.json"\n'
+    )
+    (exp,) = discover(folder)
+    summary = run_experiment(exp, tmp_path / "reports", {})
+    assert summary["status"] == "warning", summary.get("error")
+    (note,) = summary["warnings"]
+    assert "drop.avi: 118 of 120 frames decoded, 2 missing (1.7 %): frames 118-119" in note
+    assert summary["facts"]["tracking"]["frames_missing"] == 2
+    assert note in (tmp_path / "reports" / "drop" / "report.html").read_text()
+    assert "warning: drop.avi: 118 of 120" in index_page([summary])
