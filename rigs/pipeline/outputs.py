@@ -50,14 +50,20 @@ def name_problem(name: str) -> str | None:
 
 
 def inside(root: Path, name: str) -> Path:
-    """``root/name`` resolved, after checking that it stays inside ``root`` (``..``,
-    absolute names and symbolic links pointing elsewhere are refused)."""
+    """``root/name``, after checking that it resolves to exactly that place: ``..``,
+    absolute names and symbolic links (pointing out of ``root`` or to another report in it)
+    are refused."""
     root = Path(root).resolve()
     path = (root / name).resolve()
     if path == root or not path.is_relative_to(root):
         raise UnsafePath(
             f"{root}: output {name!r} would be written at {path}, outside the output folder; "
             "nothing was written or removed there"
+        )
+    if path != root / name:
+        raise UnsafePath(
+            f"{root / name}: a link to {path}, not physid's; remove it (nothing was written "
+            "or removed there)"
         )
     return path
 

@@ -112,6 +112,13 @@ def test_a_link_in_out_that_points_elsewhere_is_refused(tmp_path, capture):
         assert summary["status"] == "invalid"
         assert f"output {link!r} would be written at {target}" in summary["error"]
     assert snapshot(target) == before
+    (out / "a").unlink()
+    (out / "other").mkdir()
+    (out / "a").symlink_to(out / "other")  # inside --out, but another folder's
+    summary = run_experiment(found["a"], out, {})
+    assert summary["status"] == "invalid"
+    assert f"{out / 'a'}: a link to {out / 'other'}, not physid's" in summary["error"]
+    assert list((out / "other").iterdir()) == []
 
 
 def test_manifest_inputs_outside_the_folder_need_allow_outside(tmp_path, capture):
