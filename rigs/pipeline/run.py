@@ -190,12 +190,15 @@ class OutputPaths:
     def keep_log(self, log: StageLog, detail: str) -> str | None:
         """Move the work folder's log to ``NAME.failed.log`` and end it with ``detail``.
         A rename needs no free space, so on a full disk the lines logged so far survive
-        even when the last one cannot be added. The file name, or None if there is none."""
+        even when the last one cannot be added. The file name, or None when the log is
+        empty (the index still has the error)."""
         try:
             log.print(detail)
         except OSError:
             pass  # the disk is full: keep what was written
         try:
+            if log.path.stat().st_size == 0:  # not one line could be written
+                return None
             os.replace(log.path, self.failed_log)
         except OSError:
             return None
