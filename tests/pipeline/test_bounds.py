@@ -4,11 +4,8 @@ killed) is split at the gap, or refused naming the frames; an estimator grid bey
 memory budget (``[method] h = 1e-9``, once ``MemoryError: 44.7 GiB``) is refused naming the
 key and the size. Real captures (board protocol bytes), real specs."""
 
-import os
 import resource
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -20,7 +17,6 @@ from physid.rigs.pipeline.experiments import discover
 from physid.rigs.pipeline.run import StageLog, encoder_segments, run_experiment
 from physid.spec import load_spec
 
-PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
 JUMP = 1 << 30  # seq numbers between the capture's last frame and the stray one
 
 
@@ -60,17 +56,16 @@ def test_a_stray_frame_far_ahead_splits_the_log_and_is_left_out(stray):
 
 
 def test_identify_refuses_the_gap_naming_its_frames(stray, tmp_path):
+    from physid.errors import InputError
+    from physid.rigs.models.kinds import kind_module
+
     path, last = stray
-    res = subprocess.run(
-        [*PHYSID, "identify", "pendulum", str(path), "--out", str(tmp_path / "fit")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "400"},
-    )
-    assert res.returncode == 2, res.stderr
-    assert f"{path}: frames seq {last} -> {last + JUMP}" in res.stderr
-    assert "longer than the 1 s limit ([method] max_gap" in res.stderr
+    spec = load_spec("pendulum")
+    with pytest.raises(InputError) as caught:
+        kind_module(spec).identify(spec, [path], tmp_path / "fit", None)
+    message = str(caught.value)
+    assert f"{path}: frames seq {last} -> {last + JUMP}" in message
+    assert "longer than the 1 s limit ([method] max_gap" in message
     assert not (tmp_path / "fit").exists()
 
 
