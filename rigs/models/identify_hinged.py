@@ -138,8 +138,10 @@ def series_on_grid(stream, channels, h: float, path) -> dict:
 
 
 # Memory the LM needs per grid step and encoder channel: peak RSS of `physid identify` grew
-# by 63 kB per step from a 4 s to an 8 s pendulum log (1 channel) and by 198 kB per step from
-# a 2 s to a 4 s Furuta log (2 channels); the Furuta's 99 kB per channel, plus 20 %.
+# by 39 and 63 kB per step from a 2 to a 4 and a 4 to an 8 s pendulum log (1 channel), and by
+# 198 kB per step from a 2 to a 4 s Furuta log (2 channels; from 4 to 8 s its peak, 2.0 GB,
+# did not grow: something else sets it there). The largest, 99 kB per channel, plus 20 %.
+# A sanity bound against absurd grids; $PHYSID_MEMORY_BUDGET admits longer logs.
 BYTES_PER_STEP = 120_000
 
 
