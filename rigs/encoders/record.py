@@ -236,8 +236,6 @@ def board_sim(
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
 ) -> None:
     """Simulate the encoder board on a pseudo-terminal; record it with physid record --port."""
-    from rich.console import Console
-
     from physid.rigs.encoders.boardsim import (
         BoardSimulator,
         encode_trajectory,
@@ -245,6 +243,7 @@ def board_sim(
         synthetic_trajectory,
         trajectory_from_csv,
     )
+    from physid.terminal import Console
 
     console = Console(stderr=True, soft_wrap=True)
     if log is not None:
