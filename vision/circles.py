@@ -44,8 +44,36 @@ class Centre:
 _DILATE = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (7, 7))
 
 
+def local_background(gray: np.ndarray, size: int) -> np.ndarray:
+    """Upper envelope of the image (float32, grey levels): the brightest level within a
+    ``size`` x ``size`` px square, smoothed over the same square. A dark feature narrower
+    than the square (a circle, a marker) is replaced by the surface around it; a smooth
+    lighting gradient or vignetting is followed."""
+    size = max(3, int(size) | 1)
+    kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
+    env = cv2.dilate(gray, kernel).astype(np.float32)
+    return cv2.blur(env, (size, size))
+
+
+def darkness_ratio(gray: np.ndarray, size: int) -> np.ndarray:
+    """``gray / local_background`` (float32): 1 on a surface whatever its grey level or
+    lighting, ink/paper (~0.2-0.5 after gamma) on a circle. Contrast is judged against the
+    surface a circle is printed on, so a grey bar next to the circles (~0.8-0.95 of the
+    paper around it) is never darker than the circles on it."""
+    bg = local_background(gray, size)
+    return gray.astype(np.float32) / np.maximum(bg, 1.0)
+
+
+def ratio_threshold(ratio: np.ndarray) -> float:
+    """Half-way between the surface (1) and the darkest 0.05 % of the ratio image: the
+    circles' own contrast sets the cut, so it works on light and dark backgrounds."""
+    small = ratio[::4, ::4]
+    return 0.5 * (1.0 + float(np.percentile(small, 0.05)))
+
+
 def dark_threshold(gray: np.ndarray) -> float:
-    """Grey level half-way between the background (median) and the darkest ink."""
+    """Grey level half-way between the background (median) and the darkest ink (a global
+    cut: only for uniform light backgrounds; the tracker uses ``darkness_ratio``)."""
     small = gray[::4, ::4]
     return 0.5 * (float(np.median(small)) + float(np.percentile(small, 0.05)))
 
@@ -53,23 +81,36 @@ def dark_threshold(gray: np.ndarray) -> float:
 def find_blobs(
     gray: np.ndarray, threshold: float, min_area: float = 20.0, offset=(0, 0)
 ) -> list[Blob]:
-    """Dark connected regions (``gray < threshold``) of at least ``min_area`` px that fill
-    at least a third of their bounding box (circles and blurred circles do, lines don't).
+    """Dark connected regions (``gray < threshold``) of at least ``min_area`` px; see
+    ``blobs_in_mask``."""
+    # THRESH_BINARY_INV keeps src <= thresh; gray < threshold on integers is this
+    _, mask = cv2.threshold(gray, float(np.ceil(threshold) - 1), 1, cv2.THRESH_BINARY_INV)
+    return blobs_in_mask(mask, min_area, offset)
+
+
+def dark_mask(ratio: np.ndarray, threshold: float) -> np.ndarray:
+    """uint8 mask of ``ratio < threshold``."""
+    return (ratio < threshold).astype(np.uint8)
+
+
+def blobs_in_mask(
+    mask: np.ndarray, min_area: float = 20.0, offset=(0, 0), min_fill: float = 0.33
+) -> list[Blob]:
+    """Connected regions of a uint8 ``mask`` of at least ``min_area`` px that fill at least
+    ``min_fill`` of their bounding box (circles and blurred circles do, lines don't).
 
     Outer contours, not ``connectedComponentsWithStats``: the same regions (holes do not
     matter for dark discs) at ~1/30 of the cost on small windows, which is what keeps
     tracking close to decoding speed. Area is the pixel count of the region's polygon plus
     half its perimeter (the contour runs through boundary pixel centres).
     """
-    # THRESH_BINARY_INV keeps src <= thresh; gray < threshold on integers is this
-    _, mask = cv2.threshold(gray, float(np.ceil(threshold) - 1), 1, cv2.THRESH_BINARY_INV)
     contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     out = []
     for cnt in contours:
         x, y, w, h = cv2.boundingRect(cnt)
         m = cv2.moments(cnt)
         area = m["m00"] + 0.5 * cv2.arcLength(cnt, True) + 1.0
-        if area < min_area or area < 0.33 * w * h or m["m00"] <= 0:
+        if area < min_area or area < min_fill * w * h or m["m00"] <= 0:
             continue
         out.append(
             Blob(
@@ -82,13 +123,22 @@ def find_blobs(
     return out
 
 
+def roundness(blob: Blob) -> float:
+    """Area over the area of the ellipse inscribed in the bounding box (~1 for a disk or a
+    projected disk at any orientation up to ~0.6 for a 45-degree tilted one, ~0 for a
+    thin band)."""
+    w, h = blob.box[2], blob.box[3]
+    return blob.area / max(np.pi / 4 * w * h, 1e-9)
+
+
 def weighted_centre(
     gray: np.ndarray, box: tuple[int, int, int, int], origin=(0, 0)
 ) -> Centre | None:
     """Darkness-weighted centroid inside ``box`` (px, image coordinates) grown by a margin;
     None if the window leaves ``gray`` or has no contrast. ``gray`` may be a crop whose
-    top-left pixel is ``origin`` in the image. The window's border gives background and
-    noise."""
+    top-left pixel is ``origin`` in the image. The window's border gives the background,
+    as a plane ``a + b x + c y`` (a lighting gradient across the window would otherwise
+    pull the centroid towards its dark side), and the noise (MAD about that plane)."""
     x, y, w, h = box
     x, y = x - origin[0], y - origin[1]
     m = max(3, int(0.25 * max(w, h)))
@@ -97,23 +147,15 @@ def weighted_centre(
     if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
         return None
     raw = gray[y0:y1, x0:x1]
-    border = np.concatenate(
-        [raw[:2].ravel(), raw[-2:].ravel(), raw[:, :2].ravel(), raw[:, -2:].ravel()]
-    )
-    # median and MAD from one partial sort each (np.median's overhead matters at 4 calls
-    # per frame)
-    half = border.size // 2
-    bg = float(np.partition(border, half)[half])
-    dev = np.abs(border.astype(np.float32) - bg)
-    noise = max(0.5, 1.4826 * float(np.partition(dev, half)[half]))
+    bg, noise = _border_plane(raw)
+    level = float(bg[raw.shape[0] // 2, raw.shape[1] // 2])
     # support: the marker's half-darkness region grown by 3 px, so that other dark things
     # in the window (a bar, a neighbouring edge) get no weight; the cut is symmetric, so it
     # does not bias the centroid of a symmetric (or symmetrically blurred) disk
-    cut = 0.5 * (bg + float(raw.min()))
-    _, support = cv2.threshold(raw, float(np.ceil(cut) - 1), 1, cv2.THRESH_BINARY_INV)
+    depth = bg - raw.astype(np.float32)
+    support = (depth > 0.5 * float(depth.max())).astype(np.uint8)
     support = cv2.dilate(support, _DILATE)
-    wgt = np.maximum(np.float32(bg - 2.0 * noise) - raw.astype(np.float32), np.float32(0))
-    wgt *= support
+    wgt = np.maximum(depth - np.float32(2.0 * noise), np.float32(0)) * support
     mom = cv2.moments(wgt)
     total = mom["m00"]
     if total <= 0:
@@ -125,7 +167,37 @@ def weighted_centre(
     sxx = live["m20"] - 2 * cx * live["m10"] + cx * cx * live["m00"]
     syy = live["m02"] - 2 * cy * live["m01"] + cy * cy * live["m00"]
     sigma = np.sqrt(max(sxx + syy, 0.0) / 2) * noise / total
-    return Centre(cx + x0 + origin[0], cy + y0 + origin[1], float(sigma), bg, noise)
+    return Centre(cx + x0 + origin[0], cy + y0 + origin[1], float(sigma), level, noise)
+
+
+def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
+    """Background plane (float32 image of ``raw``'s shape) fitted to the two-pixel border
+    of ``raw``, and the noise (grey levels, MAD of the border about the plane, >= 0.5)."""
+    h, w = raw.shape
+    edge = np.zeros((h, w), bool)
+    edge[:2], edge[-2:], edge[:, :2], edge[:, -2:] = True, True, True, True
+    ys, xs = np.nonzero(edge)
+    vals = raw[ys, xs].astype(np.float64)
+    A = np.column_stack([np.ones(xs.size), xs - w / 2, ys - h / 2])
+    # robust: a border that crosses a neighbouring dark thing (the bar beside a ground
+    # circle) is fitted without it. First pass flat (median, MAD), then two plane fits.
+    res = vals - np.median(vals)
+    mad = 1.4826 * float(np.median(np.abs(res)))
+    keep = np.abs(res) <= max(4.0 * mad, 3.0)
+    coef = np.array([np.median(vals), 0.0, 0.0])
+    for _ in range(2):
+        if keep.sum() < 6:
+            break
+        coef = np.linalg.lstsq(A[keep], vals[keep], rcond=None)[0]
+        res = vals - A @ coef
+        mad = 1.4826 * float(np.median(np.abs(res[keep])))
+        keep = np.abs(res) <= max(3.0 * mad, 1.5)
+    gx = np.arange(w, dtype=np.float32) - w / 2
+    gy = np.arange(h, dtype=np.float32) - h / 2
+    plane = (
+        np.float32(coef[0]) + np.float32(coef[1]) * gx[None, :] + np.float32(coef[2]) * gy[:, None]
+    )
+    return plane, max(0.5, mad)
 
 
 def disk_centroids(

@@ -20,23 +20,23 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from physid.errors import InputError
-from physid.streams import Stream
-from physid.vision.camera import Camera
-from physid.vision.circles import (
+from rigs.streams import Stream
+from vision.camera import Camera
+from vision.circles import (
     Blob,
     Centre,
-    dark_threshold,
+    blobs_in_mask,
+    dark_mask,
+    darkness_ratio,
     disk_bias,
-    find_blobs,
     weighted_centre,
 )
-from physid.vision.scene import Scene
-from physid.vision.video import frames, open_video
-from physid.vision.world import (
+from vision.detect import TrackingError, find_static_circles
+from vision.scene import Scene
+from vision.video import frames, open_video
+from vision.world import (
     PlanePose,
     body_pose,
-    match_corners,
     pixels_to_world,
     plane_pose,
     pose_std,
@@ -45,10 +45,6 @@ from physid.vision.world import (
 POSE_CHANNELS = ("x", "y", "theta", "std_x", "std_y", "std_theta", "rigid_err", "px_sigma")
 SIGMA_FLOOR_PX = 0.01
 POSE_UNITS = ("m", "m", "rad", "m", "m", "rad", "m", "px")
-
-
-class TrackingError(InputError):
-    """The video does not show what the rig spec says; names the file and frame."""
 
 
 @dataclass
@@ -109,8 +105,11 @@ def track_video(
     progress: Callable[[int], None] | None = None,
     static_frames: int = 10,
     prefetch: int = 16,
+    figure_dir: str | Path | None = None,
 ) -> TrackResult:
-    """Track the rig in ``path`` (see module docstring)."""
+    """Track the rig in ``path`` (see module docstring). If the static circles are not
+    found in the first frame, the error names an annotated copy of it written to
+    ``figure_dir`` (default: the temp folder)."""
     path = Path(path)
     _, info = open_video(path)
     if info.size != camera.size:
@@ -126,7 +125,7 @@ def track_video(
         if state is None or k < static_frames or state.markers is None:
             gray = _gray(img)
         if state is None:
-            state = _State.first_frame(path, gray, camera, scene)
+            state = _State.first_frame(path, gray, camera, scene, figure_dir)
         if k < static_frames:
             static.append([weighted_centre(gray, b.box) for b in state.static_blobs])
         centres = state.step(img, gray)
@@ -144,12 +143,11 @@ def track_video(
 class _State:
     """Per-video tracking state (not part of the API)."""
 
-    def __init__(self, path, camera, scene, static_blobs, threshold, pose, ref_i, gnd_i):
+    def __init__(self, path, camera, scene, static_blobs, threshold, pose):
         self.path, self.camera, self.scene = path, camera, scene
         self.static_blobs: list[Blob] = static_blobs
-        self.threshold = threshold
+        self.threshold = threshold  # darkness ratio (image / local background)
         self.pose: PlanePose = pose
-        self.ref_i, self.gnd_i = ref_i, gnd_i
         self.markers: list[_Marker] | None = None
         self.frame = 0
         # expected marker radius in px near the workspace centre
@@ -163,65 +161,20 @@ class _State:
         self.static_list = [(b.x, b.y) for b in static_blobs]
 
     @classmethod
-    def first_frame(cls, path, gray, camera: Camera, scene: Scene) -> _State:
-        thr = dark_threshold(gray)
-        blobs = find_blobs(gray, thr)
-        where = (
-            "check that the four corner circles are in view, dark on a light background, and "
-            "that the rig spec's [scene] reference_circles match the rig"
-        )
-        if len(blobs) < 4:
-            raise TrackingError(
-                f"{path}: frame 0: found {len(blobs)} dark circles, need at least the 4 "
-                f"reference circles; {where}"
-            )
-        pts = np.array([[b.x, b.y] for b in blobs])
-        norm = camera.normalize(pts)
-        ref_i = match_corners(norm, scene.reference)
-        if len(set(ref_i.tolist())) < 4:
-            raise TrackingError(
-                f"{path}: frame 0: fewer than 4 reference circles found (one blob is the "
-                f"extreme in two corner directions); {where}"
-            )
-        pose = plane_pose(norm[ref_i], scene.reference)
-        # four extreme blobs always give an exact homography, so check that each has the
-        # image area a reference circle would have there: a missing corner circle makes
-        # some other blob (ground circle, body marker) a "corner" and fails this check
-        ang = np.linspace(0, 2 * np.pi, 64, endpoint=False)
-        rim = scene.reference_radius * np.column_stack([np.cos(ang), np.sin(ang), 0 * ang])
-        for n, i in enumerate(ref_i):
-            ring = camera.project(rim + [*scene.reference[n], 0.0], pose.rvec, pose.t)
-            expected = cv2.contourArea(ring.astype(np.float32))
-            ratio = blobs[i].area / max(expected, 1e-9)
-            if not 0.6 < ratio < 1.6:
-                raise TrackingError(
-                    f"{path}: frame 0: fewer than 4 reference circles found: the blob taken "
-                    f"for corner {n} at ({blobs[i].x:.0f}, {blobs[i].y:.0f}) px is "
-                    f"{ratio:.2f}x the size a {scene.reference_radius * 1000:.0f} mm "
-                    f"reference circle would have; {where}"
-                )
-        world = pose.to_world(norm)
-        used = set(ref_i.tolist())
-        gnd_i = []
-        for g in scene.ground:
-            d = np.linalg.norm(world - g, axis=1)
-            d[list(used)] = np.inf
-            j = int(np.argmin(d))
-            if d[j] > 0.03:  # nominal positions: the bar's slope is adjustable
-                raise TrackingError(
-                    f"{path}: frame 0: no dark circle within 30 mm of the ground circle "
-                    f"at ({g[0] * 1000:.0f}, {g[1] * 1000:.0f}) mm; check the rig spec's "
-                    "[scene] ground_circles and that the bar's circles are in view"
-                )
-            gnd_i.append(j)
-            used.add(j)
-        static_blobs = [blobs[i] for i in [*ref_i.tolist(), *gnd_i]]
-        return cls(path, camera, scene, static_blobs, thr, pose, ref_i, gnd_i)
+    def first_frame(cls, path, gray, camera: Camera, scene: Scene, figure_dir=None) -> _State:
+        found = find_static_circles(gray, camera, scene, str(path), figure_dir)
+        return cls(path, camera, scene, found.blobs, found.threshold, found.pose)
 
     # --- body markers ---------------------------------------------------------------------
-    def _candidates(self, gray, thr, x0=0, y0=0, x1=None, y1=None, origin=(0, 0)) -> list[Blob]:
+    def _candidates(
+        self, gray, thr, x0=0, y0=0, x1=None, y1=None, origin=(0, 0), smear=0.0
+    ) -> list[Blob]:
         """Plausible marker blobs inside the image box x0..x1, y0..y1 (px); ``gray`` is a
-        crop whose top-left pixel is ``origin``."""
+        crop whose top-left pixel is ``origin``. Dark means a darkness ratio (image over
+        its local upper envelope over a square just wider than a marker smeared by
+        ``smear`` px, so that the envelope is the plywood around the marker, not brighter
+        paper beyond the ellipse) below ``thr``: lighting gradients and vignetting do not
+        matter."""
         H, W = gray.shape
         ox, oy = origin
         x0, y0 = max(0, int(x0) - ox), max(0, int(y0) - oy)
@@ -230,7 +183,9 @@ class _State:
         if x1 - x0 < 3 or y1 - y0 < 3:
             return []
         area = np.pi * self.r_px**2
-        blobs = find_blobs(gray[y0:y1, x0:x1], thr, min_area=0.2 * area, offset=(x0 + ox, y0 + oy))
+        ratio = darkness_ratio(gray, int(2.5 * self.r_px + smear + 3))[y0:y1, x0:x1]
+        mask = dark_mask(ratio, thr)
+        blobs = blobs_in_mask(mask, min_area=0.2 * area, offset=(x0 + ox, y0 + oy))
         keep = []
         for b in blobs:
             if b.area > 8 * area:
@@ -275,10 +230,10 @@ class _State:
                 return [None, None]
             cs = [_with_floor(c, b.box) for c, b in zip(cs, found, strict=True)]
             self.markers = [_Marker(np.array([c.x, c.y]), np.zeros(2)) for c in cs]
-            bg = np.mean([c.background for c in cs])
-            ink = min(float(gray[int(c.y), int(c.x)]) for c in cs)
-            # closer to the background than the midpoint: a blurred marker never reaches ink
-            self.body_thr = bg - 0.3 * (bg - ink)
+            ink = max(float(gray[int(c.y), int(c.x)]) / max(c.background, 1.0) for c in cs)
+            # closer to the surface than the midpoint (a blurred marker never reaches ink),
+            # but below plywood next to paper or a lighter sheet (~0.75)
+            self.body_thr = 1.0 - 0.4 * (1.0 - min(ink, 0.9))
             return cs
         preds, gates, boxes, crops, origins = [], [], [], [], []
         H, W = img.shape[:2]
@@ -299,9 +254,10 @@ class _State:
             boxes.append(box)
             crops.append(crop)
             origins.append((x0, y0))
+        smear = [float(np.linalg.norm(m.vel)) for m in self.markers]
         cands = [
-            self._candidates(c, self.body_thr, *b, origin=o)
-            for c, b, o in zip(crops, boxes, origins, strict=True)
+            self._candidates(c, self.body_thr, *b, origin=o, smear=v)
+            for c, b, o, v in zip(crops, boxes, origins, smear, strict=True)
         ]
         # joint assignment: each marker one of its candidates or none, no blob twice
         options = [[None] + list(range(len(c))) for c in cands]

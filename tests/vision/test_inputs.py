@@ -59,8 +59,12 @@ def test_missing_reference_circle_is_reported(rig, sharp_clip, tmp_path):
         return img
 
     path = _copy_with(sharp_clip, tmp_path / "three_corners.avi", paint_out)
-    with pytest.raises(TrackingError, match=r"three_corners\.avi: frame 0: fewer than 4 ref"):
-        track_video(path, camera, scene)
+    with pytest.raises(TrackingError, match=r"three_corners\.avi: frame 0: fewer than 4 ref") as e:
+        track_video(path, camera, scene, figure_dir=tmp_path / "figs")
+    # the error names an annotated copy of the frame, and it was written there
+    figure = tmp_path / "figs" / "three_corners.avi.detection.png"
+    assert str(figure) in str(e.value)
+    assert cv2.imread(str(figure)).shape == (*camera.size[::-1], 3)
 
 
 def test_blank_video_has_no_circles(rig, sharp_clip, tmp_path):

@@ -1,0 +1,231 @@
+"""First-frame detection of the static circles (four reference, two ground) by local contrast.
+
+A circle is found by how much darker it is than the surface it is printed on, not by a
+global grey level: the image is divided by its local upper envelope
+(``circles.darkness_ratio``), so a circle on a grey bar, on a dark or light sheet, under a
+lighting gradient or in a vignetted corner has the same ratio (ink over surface) while the
+bar and the gradient stay near 1. The cut is half-way between the surface and the darkest
+circles (``circles.ratio_threshold``); round regions of plausible size are the candidates.
+
+Reference circles: per image diagonal the three candidates furthest along it; of those
+combinations the one whose four blobs best have the image area a reference circle would
+have there under the plane pose they imply (a missing corner circle makes another blob a
+"corner" and fails that check). Ground circles: the candidates nearest to their nominal
+positions (<= 30 mm, the bar's slope is adjustable).
+
+When detection fails, a PNG beside the error shows the frame with every candidate, the
+dark mask's outline, the chosen circles and where the ground circles were looked for; the
+error message names it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from rigs.errors import InputError
+from vision.camera import Camera
+from vision.circles import (
+    Blob,
+    blobs_in_mask,
+    dark_mask,
+    darkness_ratio,
+    ratio_threshold,
+    roundness,
+)
+from vision.scene import Scene
+from vision.world import PlanePose, match_corners, plane_pose
+
+GROUND_SEARCH = 0.03  # m: nominal ground circles may be this far off (adjustable slope)
+AREA_RANGE = (0.6, 1.6)  # blob area / expected area of a reference circle
+MIN_ROUNDNESS = 0.5  # circles and blurred circles ~0.8-1.2, bands and rings far less
+
+
+class TrackingError(InputError):
+    """The video does not show what the rig spec says; names the file and frame."""
+
+
+class DetectionError(TrackingError):
+    """The static circles are not where the rig spec says; names file, frame and figure."""
+
+
+@dataclass(frozen=True)
+class StaticCircles:
+    """The six static circles in the first frame: blobs (reference 0-3, ground 0-1), the
+    rough plane pose they give, the ratio threshold and every candidate considered."""
+
+    blobs: list[Blob]
+    pose: PlanePose
+    threshold: float
+    candidates: list[Blob]
+
+
+def background_window(shape: tuple[int, ...]) -> int:
+    """Side (px) of the local-background square: 1/16 of the image width, wider than any
+    circle a camera that sees the whole workspace can show (a 16 mm circle spans < 1/20)."""
+    return max(15, int(shape[1] / 16) | 1)
+
+
+def find_static_circles(
+    gray: np.ndarray,
+    camera: Camera,
+    scene: Scene,
+    source: str = "video",
+    figure_dir: str | Path | None = None,
+) -> StaticCircles:
+    """Detect the static circles of ``scene`` in ``gray`` (see the module docstring).
+
+    Raises DetectionError (naming ``source``, frame 0, and the saved figure) if they are
+    not all found; the figure goes to ``figure_dir`` (default: the system's temp folder).
+    """
+    ratio = darkness_ratio(gray, background_window(gray.shape))
+    thr = ratio_threshold(ratio)
+    mask = dark_mask(ratio, thr)
+    blobs = [b for b in blobs_in_mask(mask, min_area=12.0) if roundness(b) >= MIN_ROUNDNESS]
+    fail = _Failure(source, gray, mask, thr, blobs, figure_dir)
+    where = (
+        "check that the four corner circles are in view and darker than the surface they "
+        "are on, and that the rig spec's [scene] reference_circles match the rig"
+    )
+    if len(blobs) < 4:
+        fail(
+            f"found {len(blobs)} dark circles (round regions darker than their surroundings), "
+            "need at least the 4 reference circles; " + where
+        )
+        raise AssertionError  # fail() raises
+    pts = np.array([[b.x, b.y] for b in blobs])
+    norm = camera.normalize(pts)
+    ref_i, pose, worst = _reference_circles(norm, blobs, camera, scene)
+    if ref_i is None or worst > np.log(AREA_RANGE[1]):
+        fail(
+            "fewer than 4 reference circles found: no four corner blobs have the image area "
+            f"a {scene.reference_radius * 1000:.0f} mm reference circle would have there "
+            f"(best combination off by {np.exp(worst) if np.isfinite(worst) else np.inf:.2f}x); "
+            + where,
+            chosen=ref_i,
+        )
+    world = pose.to_world(norm)
+    used = set(ref_i.tolist())
+    gnd_i = []
+    for g in scene.ground:
+        d = np.linalg.norm(world - g, axis=1)
+        d[list(used)] = np.inf
+        j = int(np.argmin(d))
+        if d[j] > GROUND_SEARCH:
+            fail(
+                f"no dark circle within {GROUND_SEARCH * 1000:.0f} mm of the ground circle at "
+                f"({g[0] * 1000:.0f}, {g[1] * 1000:.0f}) mm (nearest candidate "
+                f"{d[j] * 1000:.0f} mm away); check the rig spec's [scene] ground_circles "
+                "and that the bar's circles are in view",
+                chosen=np.array([*ref_i.tolist(), *gnd_i]),
+                camera=camera,
+                pose=pose,
+                scene=scene,
+            )
+        gnd_i.append(j)
+        used.add(j)
+    static = [blobs[i] for i in [*ref_i.tolist(), *gnd_i]]
+    return StaticCircles(static, pose, thr, blobs)
+
+
+def _reference_circles(norm, blobs, camera: Camera, scene: Scene, per_corner: int = 3):
+    """Indices of the four reference blobs, their plane pose and the worst |log| area ratio
+    of the best combination of the ``per_corner`` blobs furthest along each diagonal."""
+    first = match_corners(norm, scene.reference)  # the single extreme per corner
+    dirs = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]], dtype=float)
+    centre = scene.reference.mean(axis=0)
+    options = []
+    for n, p in enumerate(scene.reference):
+        d = np.sign(p - centre) * np.array([1, -1])
+        k = int(np.argmax((dirs == d).all(axis=1)))
+        order = np.argsort(-(norm @ dirs[k]))[:per_corner]
+        options.append([int(first[n])] + [int(i) for i in order if i != first[n]])
+    ang = np.linspace(0, 2 * np.pi, 64, endpoint=False)
+    rim = scene.reference_radius * np.column_stack([np.cos(ang), np.sin(ang), 0 * ang])
+    best = (None, None, np.inf)
+    for combo in product(*[o[:per_corner] for o in options]):
+        if len(set(combo)) < 4:
+            continue
+        idx = np.array(combo)
+        try:
+            pose = plane_pose(norm[idx], scene.reference)
+        except ValueError:
+            continue
+        worst = 0.0
+        for n, i in enumerate(idx):
+            ring = camera.project(rim + [*scene.reference[n], 0.0], pose.rvec, pose.t)
+            expected = cv2.contourArea(ring.astype(np.float32))
+            worst = max(worst, abs(np.log(blobs[i].area / max(expected, 1e-9))))
+        if worst < best[2]:
+            best = (idx, pose, worst)
+    return best
+
+
+class _Failure:
+    """Raises DetectionError after saving the annotated frame."""
+
+    def __init__(self, source, gray, mask, thr, blobs, figure_dir):
+        self.source, self.gray, self.mask, self.thr, self.blobs = source, gray, mask, thr, blobs
+        self.figure_dir = figure_dir
+
+    def __call__(self, message, chosen=None, camera=None, pose=None, scene=None):
+        path = self._figure(message, chosen, camera, pose, scene)
+        raise DetectionError(
+            f"{self.source}: frame 0: {message} (what was found and where it looked: {path})"
+        )
+
+    def _figure(self, message, chosen, camera, pose, scene) -> Path:
+        img = cv2.cvtColor(self.gray, cv2.COLOR_GRAY2BGR)
+        contours, _ = cv2.findContours(self.mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        cv2.drawContours(img, contours, -1, (255, 128, 0), 1)  # dark mask outline: blue
+        for i, b in enumerate(self.blobs):
+            x, y, w, h = b.box
+            cv2.rectangle(img, (x - 2, y - 2), (x + w + 2, y + h + 2), (0, 200, 255), 1)
+            cv2.putText(
+                img, str(i), (x + w + 3, y), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 200, 255), 1
+            )
+        for n, i in enumerate([] if chosen is None else list(chosen)):
+            b = self.blobs[int(i)]
+            label = f"R{n}" if n < 4 else f"G{n - 4}"
+            cv2.circle(img, (int(b.x), int(b.y)), 4, (0, 220, 0), -1)
+            cv2.putText(
+                img,
+                label,
+                (int(b.x) + 6, int(b.y) + 14),
+                cv2.FONT_HERSHEY_SIMPLEX,
+                0.5,
+                (0, 220, 0),
+                1,
+            )
+        if camera is not None and pose is not None and scene is not None:
+            ang = np.linspace(0, 2 * np.pi, 48)
+            for g in scene.ground:  # where each ground circle was looked for
+                ring = g + GROUND_SEARCH * np.column_stack([np.cos(ang), np.sin(ang)])
+                px = camera.project(np.column_stack([ring, 0 * ang]), pose.rvec, pose.t)
+                cv2.polylines(img, [np.round(px).astype(np.int32)], True, (0, 0, 255), 1)
+        lines = [
+            f"frame 0: ratio threshold {self.thr:.2f} (image / local background)",
+            "blue: dark mask, orange: round candidates, green: chosen, red: ground search",
+            message[:150],
+        ]
+        for k, text in enumerate(lines):
+            cv2.putText(img, text, (10, 20 + 18 * k), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 3)
+            cv2.putText(
+                img, text, (10, 20 + 18 * k), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1
+            )
+        folder = Path(self.figure_dir) if self.figure_dir is not None else None
+        name = f"{Path(self.source).name}.detection.png"
+        for target in ([folder] if folder is not None else []) + [Path(tempfile.gettempdir())]:
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+                path = target / name
+                if cv2.imwrite(str(path), img):
+                    return path
+            except OSError:
+                continue
+        return Path("(figure could not be written)")
