@@ -52,13 +52,73 @@ class NotIdentifiableError(ValueError):
 
 @dataclass(frozen=True)
 class ContactGeometry:
-    """Known geometry: ellipse semi-axes a, b (m); ground line through (x0, y0) at alpha (rad)."""
+    """Known geometry: ellipse semi-axes a, b (m); the ground through (x0, y0) at alpha (rad).
+
+    ``length`` (m): the ground is a segment from (x0, y0) along d+ = (cos alpha, sin alpha)
+    (a bar), ``inf`` for the paper's infinite line. ``others``: further surfaces, each
+    (x0, y0, alpha, length). Contact is possible only where a surface is: see
+    ``assign_surfaces``.
+    """
 
     a: float
     b: float
     x0: float = 0.0
     y0: float = 0.0
     alpha: float = 0.0
+    length: float = math.inf
+    others: tuple = ()
+
+    def surfaces(self) -> np.ndarray:
+        """[S, 4] rows (x0, y0, alpha, length) of every surface, the main one first."""
+        rows = [(self.x0, self.y0, self.alpha, self.length), *map(tuple, self.others)]
+        return np.array(rows, dtype=float)
+
+    @property
+    def segmented(self) -> bool:
+        """True unless the ground is the paper's single infinite line."""
+        return bool(self.others) or math.isfinite(self.length)
+
+
+def assign_surfaces(q: np.ndarray, geometry: ContactGeometry) -> np.ndarray:
+    """Index of the surface each pose [K, 3] can touch (-1: none), from its lowest point.
+
+    A surface can be touched where the ellipse's support point along its normal (the
+    contact point of Section 4.1) lies over it, 0 <= (Q - P0) . d+ <= length; of several,
+    the nearest (smallest gap). The edge of a bar is not modelled: beyond it the object
+    is in free flight (or over another surface), which is what a ballistic fall off the
+    end of a bar is."""
+    q = np.asarray(q, float).reshape(-1, 3)
+    surf = geometry.surfaces()
+    if not geometry.segmented:
+        return np.zeros(len(q), dtype=int)
+    best = np.full(len(q), -1)
+    best_gap = np.full(len(q), np.inf)
+    for i, (x0, y0, alpha, length) in enumerate(surf):
+        geo = (geometry.a, geometry.b, x0, y0, alpha)
+        gap, gq = _gap_and_point(q, geo)
+        along = (q[:, 0] + gq[:, 0] - x0) * np.cos(alpha) + (q[:, 1] + gq[:, 1] - y0) * np.sin(
+            alpha
+        )
+        over = (along >= 0.0) & (along <= length) & (gap < best_gap)
+        best[over], best_gap[over] = i, gap[over]
+    return best
+
+
+def surface_rows(index: np.ndarray, geometry: ContactGeometry) -> np.ndarray:
+    """[K, 5] geometry rows (a, b, x0, y0, alpha) for surface indices (-1 -> the main one,
+    whose row is then unused: no contact there)."""
+    surf = geometry.surfaces()
+    lines = surf[np.maximum(np.asarray(index, int), 0), :3]
+    ab = np.broadcast_to([geometry.a, geometry.b], (len(lines), 2))
+    return np.column_stack([ab, lines])
+
+
+def observed_gaps(q: np.ndarray, geometry: ContactGeometry) -> np.ndarray:
+    """Gap (m) of poses [K, 3] to the surface each can touch (inf over no surface)."""
+    q = np.asarray(q, float).reshape(-1, 3)
+    idx = assign_surfaces(q, geometry)
+    gaps = _geometry_numeric(q, surface_rows(idx, geometry))[0]
+    return np.where(idx >= 0, gaps, np.inf)
 
 
 @dataclass(frozen=True)
@@ -159,16 +219,7 @@ def check_informative(t_m, q_m, geometry: ContactGeometry, settings: IpoptSettin
         )
     if np.any(np.diff(t_m) <= 0):
         raise NotIdentifiableError("frame times are not strictly increasing")
-    gaps = np.array(
-        [
-            float(
-                contact_geometry_sx(
-                    q, geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha
-                )[0]
-            )
-            for q in q_m
-        ]
-    )
+    gaps = observed_gaps(q_m, geometry)
     # Contact possible only if some observed gap is within a few noise levels of zero (a
     # frame interval of flight before touching is allowed for, at the observed speed).
     speed = np.max(np.abs(np.diff(q_m[:, :2], axis=0)), initial=0.0)
@@ -465,7 +516,6 @@ def _impact_knots(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings, samples
     the forward arc reaches the ground (the backward one's in the first interval), if the
     straight line between the frames is there more than 3 sigma above the ground.
     """
-    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
     dt = np.diff(t_m)
     m = len(dt)
     if m < 2:
@@ -476,7 +526,7 @@ def _impact_knots(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings, samples
     tau = np.arange(1, samples) / samples
 
     def gaps(arcs):  # [K, S, 3] -> [K, S], one mapped call for all intervals
-        return _geometry_numeric(arcs.reshape(-1, 3), geo)[0].reshape(arcs.shape[:2])
+        return observed_gaps(arcs.reshape(-1, 3), geometry).reshape(arcs.shape[:2])
 
     # Interval i (frames i, i+1): forward arcs for i >= 1 (through frames i-1, i), backward
     # arcs for i <= m-2 (through frames i+1, i+2), sampled at t_i + tau dt_i.
@@ -498,12 +548,13 @@ def _impact_knots(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings, samples
     idx = np.array([i for i, _, _ in picks])
     frac = tau[[j for _, j, _ in picks]]
     line = q_m[idx] + (q_m[idx + 1] - q_m[idx]) * frac[:, None]
-    keep = _geometry_numeric(line, geo)[0] > 3.0 * s.sigma_pos
+    keep = observed_gaps(line, geometry) > 3.0 * s.sigma_pos
     if not keep.any():
         return t_m, q_m
     knots = np.array([arc for _, _, arc in picks])[keep]
-    normal = np.array([-np.sin(geometry.alpha), np.cos(geometry.alpha)])
-    knots[:, :2] -= _geometry_numeric(knots, geo)[0][:, None] * normal  # onto the ground
+    rows = surface_rows(assign_surfaces(knots, geometry), geometry)
+    normal = np.column_stack([-np.sin(rows[:, 4]), np.cos(rows[:, 4])])
+    knots[:, :2] -= _geometry_numeric(knots, rows)[0][:, None] * normal  # onto the ground
     t_all = np.concatenate([t_m, t_m[idx[keep]] + frac[keep] * dt[idx[keep]]])
     order = np.argsort(t_all, kind="stable")
     return t_all[order], np.vstack([q_m, knots])[order]
@@ -525,10 +576,10 @@ def _warm_start(t, t_m, q_m, geometry: ContactGeometry, s: IpoptSettings):
     v = np.zeros_like(q)
     v[1:] = np.diff(q, axis=0) / h[:, None]
     v[0] = v[1]
-    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
-    _, Nb, Tp = _geometry_numeric(q[:-1], geo)
+    index = assign_surfaces(q, geometry)
+    _, Nb, Tp = _geometry_numeric(q[:-1], surface_rows(index[:-1], geometry))
     acc = np.diff(v[:, :2], axis=0) + h[:, None] * np.array([0.0, GRAVITY])
-    pn = np.maximum(np.sum(acc * Nb[:, :2], axis=1), 0.0)
+    pn = np.maximum(np.sum(acc * Nb[:, :2], axis=1), 0.0) * (index[:-1] >= 0)
     pt = np.clip(np.sum(acc * Tp[:, :2], axis=1), -s.mu_initial * pn, s.mu_initial * pn)
     lam = np.abs(np.sum(Tp * v[1:], axis=1))
     return q, v, np.vstack([pn, np.maximum(pt, 0.0), np.maximum(-pt, 0.0), lam])
@@ -540,12 +591,35 @@ def slip_velocity(q: np.ndarray, v: np.ndarray, geo) -> np.ndarray:
 
 
 def _geometry_numeric(q: np.ndarray, geo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gap [K], N [K, 3] and T+ [K, 3] at poses q [K, 3] (the shared SX geometry, mapped)."""
-    qs = ca.SX.sym("q", 3)
-    g, Nb, Tp, _ = contact_geometry_sx(qs, *geo)
-    fn = ca.Function("geometry", [qs], [g, Nb, Tp]).map(len(q))
-    g, Nb, Tp = fn(q.T)
+    """Gap [K], N [K, 3] and T+ [K, 3] at poses q [K, 3] (the shared SX geometry, mapped);
+    ``geo`` is (a, b, x0, y0, alpha) or [K, 5] rows of it (a surface per pose)."""
+    q = np.asarray(q, float).reshape(-1, 3)
+    rows = np.broadcast_to(np.asarray(geo, float), (len(q), 5))
+    g, Nb, Tp = _GEOMETRY_MAP(len(q))(q.T, rows.T)
     return np.array(g).ravel(), np.array(Nb).T, np.array(Tp).T
+
+
+def _gap_and_point(q: np.ndarray, geo) -> tuple[np.ndarray, np.ndarray]:
+    """Gap [K] and contact point relative to G [K, 2] (m) at poses q [K, 3]."""
+    qs, ps = ca.SX.sym("q", 3), ca.SX.sym("p", 5)
+    g, _, _, gq = contact_geometry_sx(qs, ps[0], ps[1], ps[2], ps[3], ps[4])
+    fn = ca.Function("gap_point", [qs, ps], [g, gq]).map(len(q))
+    rows = np.broadcast_to(np.asarray(geo, float), (len(q), 5))
+    g, gq = fn(np.asarray(q, float).T, rows.T)
+    return np.array(g).ravel(), np.array(gq).T
+
+
+def _geometry_function() -> ca.Function:
+    qs, ps = ca.SX.sym("q", 3), ca.SX.sym("p", 5)
+    g, Nb, Tp, _ = contact_geometry_sx(qs, ps[0], ps[1], ps[2], ps[3], ps[4])
+    return ca.Function("geometry", [qs, ps], [g, Nb, Tp])
+
+
+_GEOMETRY_FN = _geometry_function()
+
+
+def _GEOMETRY_MAP(n: int) -> ca.Function:
+    return _GEOMETRY_FN.map(n)
 
 
 class _ParameterStop(ca.Callback):
@@ -618,7 +692,8 @@ def _step_function(geometry: ContactGeometry) -> ca.Function:
     """Residuals of one fine step k -> k+1 of NLP (27), as one SX Function (mapped over k).
 
     Inputs: q^k, v^k, v^{k+1} (3 each; v^{k+1} = (q^{k+1} - q^k)/h is (17) substituted),
-    p = (p_n, dp, lambda) per unit mass (m/s), r_hat, mu, h (s). Outputs:
+    p = (p_n, dp, lambda) per unit mass (m/s), r_hat, mu, h (s), and the ground line of
+    the step (x0, y0, alpha: the surface under the object, ``assign_surfaces``). Outputs:
 
     * the 3 equalities (16)/m;
     * 5 inequalities: gap g_n(q^k) >= 0, the friction slacks lambda -+ u_t >= 0 of (18) and
@@ -630,11 +705,10 @@ def _step_function(geometry: ContactGeometry) -> ca.Function:
       iff (18) holds), written in dp directly.
     """
     a2 = geometry.a**2
-    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
     qk, vk, vk1 = (ca.SX.sym(n, 3) for n in ("qk", "vk", "vk1"))
-    p = ca.SX.sym("p", 3)
+    p, line = ca.SX.sym("p", 3), ca.SX.sym("line", 3)
     r_hat, mu, h = ca.SX.sym("r_hat"), ca.SX.sym("mu"), ca.SX.sym("h")
-    g, Nb, Tp, _ = contact_geometry_sx(qk, *geo)
+    g, Nb, Tp, _ = contact_geometry_sx(qk, geometry.a, geometry.b, line[0], line[1], line[2])
     pn, dp, lam = p[0], p[1], p[2]
     dv = vk1 - vk
     eq = ca.vertcat(
@@ -647,7 +721,9 @@ def _step_function(geometry: ContactGeometry) -> ca.Function:
     ineq = ca.vertcat(g, lam + ut, lam - ut, mu * pn - dp, mu * pn + dp)
     gam_gap = pn * g
     gam_fric = ut * dp + lam * mu * pn
-    return ca.Function("step27", [qk, vk, vk1, p, r_hat, mu, h], [eq, ineq, gam_gap, gam_fric])
+    return ca.Function(
+        "step27", [qk, vk, vk1, p, r_hat, mu, h, line], [eq, ineq, gam_gap, gam_fric]
+    )
 
 
 def _initial_point(t, t_m, q_m, geometry: ContactGeometry, s: IpoptSettings):
@@ -669,6 +745,8 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
     factorizes every iteration shrinks from ~20N to ~13N rows) without changing the NLP.
     """
     if s.structure == "dense":
+        if geometry.segmented:
+            raise ValueError("structure='dense' (benchmark only) supports one infinite line")
         return _build_dense(t_m, q_m, geometry, s)
     if s.structure != "stepwise":
         raise ValueError(f"structure must be 'stepwise' or 'dense', got {s.structure!r}")
@@ -676,16 +754,23 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
     N = len(t) - 1
     h = np.diff(t)
     a2 = geometry.a**2
-    geo = (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
     x0, v_init = _initial_point(t, t_m, q_m, geometry, s)
     w_gap, w_fric = _penalty_weights(t_m, v_init, s)
+    # the surface each node can touch, from the warm start (frames interpolated): fixed for
+    # the solve, so that a finite bar is a segment and not an infinite line
+    index = assign_surfaces(x0[5 : 5 + 3 * (N + 1)].reshape(N + 1, 3), geometry)
+    rows = surface_rows(index, geometry)
+    touch = index >= 0
 
     r_hat, mu = ca.SX.sym("r_hat"), ca.SX.sym("mu")
     v0, Q, P = ca.SX.sym("v0", 3), ca.SX.sym("Q", 3, N + 1), ca.SX.sym("P", 3, N)
     Vv = ca.horzcat(v0, (Q[:, 1:] - Q[:, :N]) / ca.repmat(ca.DM(h).T, 3, 1))
     step = _step_function(geometry).map(N, "serial")
-    eq, ineq, gam_gap, gam_fric = step(Q[:, :N], Vv[:, :N], Vv[:, 1:], P, r_hat, mu, ca.DM(h).T)
-    g_last = contact_geometry_sx(Q[:, N], *geo)[0]
+    lines = ca.DM(rows[:N, 2:].T)
+    eq, ineq, gam_gap, gam_fric = step(
+        Q[:, :N], Vv[:, :N], Vv[:, 1:], P, r_hat, mu, ca.DM(h).T, lines
+    )
+    g_last = contact_geometry_sx(Q[:, N], *rows[N])[0]
     sig = np.array([s.sigma_pos, s.sigma_pos, s.sigma_theta])
     Qm = Q[:, frame_index.tolist()]
     chi = ca.vec((Qm - ca.DM(q_m.T)) / ca.repmat(ca.DM(sig), 1, len(frame_index)))
@@ -698,13 +783,19 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
 
     inf = np.inf
     p_lb = np.tile([0.0, -inf, 0.0], N)
+    p_ub = np.full((N, 3), inf)
+    p_ub[~touch[:N], 0] = 0.0  # no surface under the object: no normal impulse
     lbx = np.concatenate(
         [[s.j_over_m_bounds[0] / a2, s.mu_bounds[0]], -inf * np.ones(3 * (N + 2)), p_lb]
     )
     ubx = np.concatenate(
-        [[s.j_over_m_bounds[1] / a2, s.mu_bounds[1]], inf * np.ones(3 * (N + 2) + 3 * N)]
+        [[s.j_over_m_bounds[1] / a2, s.mu_bounds[1]], inf * np.ones(3 * (N + 2)), p_ub.ravel()]
     )
     lbg = np.zeros(n_eq + n_in)
+    gap_rows = n_eq + 5 * np.arange(N)  # the gap is the first of each step's 5 inequalities
+    lbg[gap_rows[~touch[:N]]] = -inf  # ... and no gap constraint (it may pass a bar's end)
+    if not touch[N]:
+        lbg[-1] = -inf
     ubg = np.concatenate([np.zeros(n_eq), inf * np.ones(n_in)])
     f = 0.5 * f_fit + f_gamma + s.mu_pull * mu
     opts = _solver_options(s)
@@ -721,7 +812,8 @@ def build_nlp(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Problem
         qv, vv = fq(xv)
         Pm = np.reshape(xv[-3 * N :], (3, N), order="F")
         q, v = np.array(qv).T, np.array(vv).T
-        parts = {"r_hat": xv[0], "mu": xv[1], "q": q, "v": v, "ut": slip_velocity(q, v, geo)}
+        ut = slip_velocity(q, v, rows[:N])
+        parts = {"r_hat": xv[0], "mu": xv[1], "q": q, "v": v, "ut": ut}
         return parts | {"pn": Pm[0], "pt": Pm[1], "lam": Pm[2]}
 
     return _Problem(
@@ -1056,9 +1148,8 @@ def identifiability(fit: ContactFit, geometry: ContactGeometry, rel_threshold=1e
     h = np.diff(fit.t)
     for row, k in enumerate(steps):
         q = fit.q[k]
-        g, Nb, Tp, _ = contact_geometry_sx(
-            q, geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha
-        )
+        line = surface_rows(assign_surfaces(q, geometry), geometry)[0]
+        g, Nb, Tp, _ = contact_geometry_sx(q, *line)
         Nb, Tp = np.array(Nb, float).ravel(), np.array(Tp, float).ravel()
         dv = fit.v[k + 1] - fit.v[k]
         r = 3 * row

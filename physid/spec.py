@@ -246,34 +246,43 @@ def builtin_specs() -> list[str]:
     return sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
 
 
-def with_overrides(spec: RigSpec, overrides: dict[str, str]) -> RigSpec:
-    """A copy of ``spec`` with fixed values or parameter initial values replaced.
+def with_overrides(spec: RigSpec, overrides: dict[str, str], origin: str = "--set") -> RigSpec:
+    """A copy of ``spec`` with values replaced, in any table of the spec.
 
-    Each override is ``"VALUE"`` (in the unit the spec already uses for that key) or
-    ``"VALUE UNIT"``. Unknown names raise a SpecError that lists the known ones.
+    A name is a fixed value or a parameter (its initial value), else a key of ``[method]``,
+    else the one table that has that key (``ground_surface_offset`` is ``[scene]``'s);
+    ``TABLE.KEY`` names the table outright (``method.sigma_pos``). Each override is
+    ``"VALUE"`` (in the unit the spec already uses for that key), ``"VALUE UNIT"``, or an
+    array ``"[1, 2] mm"``. ``origin`` is how the user wrote the overrides (``--set``, or a
+    manifest's ``set`` table), so that errors name what the user typed. Unknown names
+    raise a SpecError that lists the known ones.
     """
     fixed = dict(spec.fixed)
     parameters = dict(spec.parameters)
+    method = dict(spec.method)
+    sections = {k: dict(v) if isinstance(v, dict) else v for k, v in spec.sections.items()}
     for name, text in overrides.items():
-        number, _, unit = str(text).strip().partition(" ")
-        try:
-            raw = float(number)
-        except ValueError:
-            raise spec.error(name, f"--set {name}={text}: {number!r} is not a number") from None
-        if name in fixed:
-            unit = unit or fixed[name].unit
-            _check_dimension(spec, f"fixed.{name}", unit, fixed[name].unit or "1")
-            fixed[name] = Quantity(to_si(raw, unit), unit)
-        elif name in parameters:
-            p = parameters[name]
+        where = f"{origin} {name}={text}" if origin == "--set" else f"{origin}.{name} = {text!r}"
+        raw, unit = _override_value(spec, where, name, text)
+        table, key = _override_target(spec, name, where, fixed, parameters, method, sections)
+        if table == "fixed":
+            if not isinstance(raw, float):
+                raise _override_error(spec, f"{where}: expected a number")
+            unit = unit or fixed[key].unit
+            _override_dims(spec, where, f"fixed.{key}", unit, fixed[key].unit or "1")
+            fixed[key] = Quantity(to_si(raw, unit), unit)
+        elif table == "parameters":
+            if not isinstance(raw, float):
+                raise _override_error(spec, f"{where}: expected a number")
+            p = parameters[key]
             unit = unit or p.unit
-            _check_dimension(spec, f"parameters.{name}", unit, p.unit or "1")
+            _override_dims(spec, where, f"parameters.{key}", unit, p.unit or "1")
             si = to_si(raw, unit)
             lower, upper = min(p.lower, si), max(p.upper, si)
-            parameters[name] = ParameterSpec(name, si, lower, upper, p.unit, p.scale)
+            parameters[key] = ParameterSpec(key, si, lower, upper, p.unit, p.scale)
         else:
-            known = ", ".join(sorted([*fixed, *parameters]))
-            raise spec.error(name, f"--set {name}: no such value in the spec; known: {known}")
+            target = method if table == "method" else sections[table]
+            target[key] = _replaced_entry(spec, f"{table}.{key}", where, target[key], raw, unit)
     return RigSpec(
         spec.path,
         spec.name,
@@ -281,10 +290,99 @@ def with_overrides(spec: RigSpec, overrides: dict[str, str]) -> RigSpec:
         spec.description,
         fixed,
         parameters,
-        spec.method,
+        method,
         spec.sensors,
-        spec.sections,
+        sections,
     )
+
+
+def _override_error(spec: RigSpec, message: str) -> SpecError:
+    """An override that cannot be applied: the message starts with what the user wrote."""
+    return SpecError(f"{message} (rig spec {spec.path})")
+
+
+def _override_dims(spec: RigSpec, where: str, key: str, unit: str, expected: str) -> None:
+    try:
+        _check_dimension(spec, key, unit, expected)
+    except SpecError as exc:
+        message = str(exc).removeprefix(f"{spec.path}: ")
+        raise _override_error(spec, f"{where}: {message}") from None
+
+
+def _override_value(spec: RigSpec, where: str, name: str, text) -> tuple[Any, str]:
+    """(number or nested list of numbers, unit or "") of an override's text."""
+    if isinstance(text, dict) and "value" in text:  # a manifest may write a table
+        value, unit = text["value"], str(text.get("unit", ""))
+        text = f"{value} {unit}".strip()
+    text = str(text).strip()
+    if text.startswith("["):
+        depth, end = 0, -1
+        for i, ch in enumerate(text):
+            depth += ch == "["
+            depth -= ch == "]"
+            if depth == 0:
+                end = i
+                break
+        body, unit = text[: end + 1], text[end + 1 :].strip()
+        try:
+            value = tomllib.loads(f"v = {body}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise _override_error(spec, f"{where}: {body!r} is not an array of numbers") from None
+        return value, unit
+    number, _, unit = text.partition(" ")
+    try:
+        return float(number), unit.strip()
+    except ValueError:
+        raise _override_error(spec, f"{where}: {number!r} is not a number") from None
+
+
+def _override_target(spec, name, where, fixed, parameters, method, sections) -> tuple[str, str]:
+    """(table, key) that the override ``name`` replaces; see ``with_overrides``."""
+    tables = {"fixed": fixed, "parameters": parameters, "method": method}
+    tables |= {k: v for k, v in sections.items() if isinstance(v, dict)}
+    if "." in name:
+        table, _, key = name.partition(".")
+        if table in tables and key in tables[table]:
+            return table, key
+    else:
+        for table in ("fixed", "parameters", "method"):
+            if name in tables[table]:
+                return table, name
+        owners = [t for t, v in tables.items() if name in v]
+        if len(owners) == 1:
+            return owners[0], name
+        if len(owners) > 1:
+            options = ", ".join(f"{t}.{name}" for t in owners)
+            raise _override_error(spec, f"{where}: {name!r} is in several tables; write {options}")
+    known = sorted([*fixed, *parameters, *(f"method.{k}" for k in method)])
+    known += sorted(
+        f"{t}.{k}"
+        for t, v in tables.items()
+        if t not in ("fixed", "parameters", "method")
+        for k in v
+    )
+    raise _override_error(spec, f"{where}: no such value in the spec; known: {', '.join(known)}")
+
+
+def _replaced_entry(spec, key: str, where: str, entry, raw, unit: str):
+    """A spec table entry (``{ value, unit }`` or a bare number) with its value replaced."""
+    if isinstance(entry, dict) and "value" in entry:
+        written = str(entry.get("unit", ""))
+        unit = unit or written
+        if written or unit:
+            _override_dims(spec, where, key, unit, written or "1")
+        old = entry["value"]
+        if isinstance(old, list) != isinstance(raw, list):
+            shape = "an array [...]" if isinstance(old, list) else "a number"
+            raise _override_error(spec, f"{where}: expected {shape} like the spec's {old!r}")
+        return {**entry, "value": raw, "unit": unit}
+    if isinstance(entry, bool) or not isinstance(entry, int | float):
+        raise _override_error(spec, f"{where}: the spec's value {entry!r} cannot be set")
+    if unit not in ("", "1"):
+        raise _override_error(spec, f"{where}: {key} is dimensionless; give a plain number")
+    if not isinstance(raw, float):
+        raise _override_error(spec, f"{where}: expected a number")
+    return int(raw) if isinstance(entry, int) and float(raw).is_integer() else raw
 
 
 def with_parameters(spec: RigSpec, free: dict[str, tuple[float, float, float]]) -> RigSpec:

@@ -238,8 +238,13 @@ def _flag_is_zero(row: list[str], col: int) -> bool:
 # ------------------------------------------------------------------------------ identify
 
 
-def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
+def identify(
+    spec: RigSpec, data: list[Path], out: Path, console, window: tuple | None = None
+) -> Estimate:
     """Identify J/m and mu from one pose CSV with the IPOPT NLP (27).
+
+    ``window`` (start, end) in s from the first row: only those frames are fitted (an
+    experiment's ``window`` in ``experiments.toml``).
 
     The CSV may come from ``physid simulate ellipse-drop`` or ``physid track`` (extra
     columns ignored, ``nan`` fields and ``valid = 0`` rows skipped). Where a ``physid
@@ -251,6 +256,15 @@ def identify(spec: RigSpec, data: list[Path], out: Path, console) -> Estimate:
     path = Path(data[0])
     stream = read_pose_csv(path)
     ok = ~stream.missing.any(axis=1)
+    if window is not None:
+        rel = stream.t - stream.t[0]
+        inside = (rel >= window[0]) & (rel <= window[1])
+        if not inside.any():
+            raise InputError(
+                f"{path}: the window {window[0]:g}-{window[1]:g} s holds no frame of a "
+                f"{rel[-1]:.3g} s pose file"
+            )
+        ok &= inside
     t_m, q_m = stream.t[ok], stream.values[ok]
     ellipse, ground = rig_geometry(spec)
     ground, ground_source = measured_ground(path, ground)

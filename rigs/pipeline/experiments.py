@@ -10,7 +10,8 @@ With a manifest ``experiments.toml``, every ``[experiments.NAME]`` table names i
     calibration_video = "calib.avi"  # ... a checkerboard video to calibrate from,
     board = "9x6"                  #     with its inner corners
     square = { value = 20, unit = "mm" }  # and square size
-    set = { mu = "0.3" }           # spec overrides, as `physid simulate --set`
+    set = { mu = "0.3", sigma_pos = "0.1 mm" }  # overrides of any spec table, as --set
+    window = { value = [0, 350], unit = "ms" }   # optional: identify on this time span only
     truth = "swing3.truth.json"    # optional ground truth (synthetic data), shown in reports
 
 Without a manifest, files that share a stem form one experiment (``run1.mp4`` + ``run1.bin``),
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ _KEYS = {
     "square",
     "set",
     "truth",
+    "window",
 }
 
 
@@ -67,6 +70,14 @@ class Experiment:
     truth: Path | None = None
     problems: tuple[str, ...] = ()
     outside: tuple[Path, ...] = ()  # inputs outside the folder, allowed by --allow-outside
+    window: tuple[float, float] | None = None
+    manifest: Path | None = None
+
+    def overrides_origin(self) -> str:
+        """How the user wrote the overrides, for error messages."""
+        if self.manifest is None:
+            return "--set"
+        return f"{self.manifest}: [experiments.{self.name}] set"
 
     def input_files(self) -> list[Path]:
         """Every file the result depends on (the rig spec too, when it is a file)."""
@@ -194,7 +205,8 @@ def _manifest_entry(manifest: Path, name: str, entry) -> Experiment:
         except (KeyError, TypeError, ValueError, InputError) as exc:
             problems.append(f'{where}: square: {exc}; write square = {{ value = 20, unit = "mm" }}')
             square = None
-    overrides = {str(k): str(v) for k, v in dict(entry.get("set", {})).items()}
+    overrides = _overrides(entry.get("set", {}), where, problems)
+    window = _window(entry.get("window"), where, problems)
     return Experiment(
         name=name,
         folder=folder,
@@ -209,7 +221,46 @@ def _manifest_entry(manifest: Path, name: str, entry) -> Experiment:
         overrides=overrides,
         truth=one("truth"),
         problems=tuple(problems),
+        window=window,
+        manifest=manifest,
     )
+
+
+def _overrides(raw, where: str, problems: list[str]) -> dict[str, str]:
+    """``set`` as NAME -> "VALUE UNIT" text (a value may be written as a string, a number,
+    or a table ``{ value = ..., unit = "..." }``)."""
+    if not isinstance(raw, dict):
+        problems.append(f'{where}: set must be a table, e.g. set = {{ mu = "0.3" }}')
+        return {}
+    out = {}
+    for key, value in raw.items():
+        if isinstance(value, dict) and "value" in value:
+            value = f"{value['value']} {value.get('unit', '')}".strip()
+        out[str(key)] = str(value)
+    return out
+
+
+def _window(raw, where: str, problems: list[str]) -> tuple[float, float] | None:
+    """``window = { value = [START, END], unit = "s" }`` (or ``[START, END]`` in s): the
+    time span (s, on the recording's own clock, from its first sample) to identify on."""
+    if raw is None:
+        return None
+    from rigs.units import to_si
+
+    hint = 'write window = { value = [0, 350], unit = "ms" }'
+    try:
+        if isinstance(raw, dict):
+            value, unit = raw["value"], str(raw.get("unit", "s"))
+        else:
+            value, unit = raw, "s"
+        start, end = (to_si(float(v), unit) for v in value)
+    except (KeyError, TypeError, ValueError, InputError) as exc:
+        problems.append(f"{where}: window: {exc}; {hint}")
+        return None
+    if not (math.isfinite(start) and math.isfinite(end) and end > start):
+        problems.append(f"{where}: window: end must be after start ({start} s, {end} s); {hint}")
+        return None
+    return (start, end)
 
 
 def _resolve_rig(folder: Path, rig: str, where: str, problems: list[str]) -> str | None:

@@ -223,7 +223,7 @@ def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: di
     from physid.spec import load_spec, with_overrides
 
     log.begin("spec")
-    spec = with_overrides(load_spec(exp.rig), exp.overrides)
+    spec = with_overrides(load_spec(exp.rig), exp.overrides, exp.overrides_origin())
     kind_module(spec)  # unknown models fail here with the spec's name in the message
     stages = STAGES.get(spec.model)
     if stages is None:
@@ -288,7 +288,7 @@ def ellipse_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: d
     else:
         raise InputError(f"{exp.name}: the ellipse drop needs a video or a pose CSV")
     log.begin("identify")
-    estimate = ellipse_drop.identify(spec, [poses], work, log)
+    estimate = ellipse_drop.identify(spec, [poses], work, log, window=exp.window)
     estimate = _with_report_series(estimate, _drop_series(estimate.extra))
     files["fit"] = "fit.png"
     return Result(estimate, facts, files, warned)
@@ -386,6 +386,9 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         for note in notes:
             log.print(f"[yellow]warning:[/yellow] {note}")
         log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
+        if exp.window is not None:
+            stream = _within(stream, exp.window, path)
+            log.print(f"{path.name}: window {exp.window[0]:g}-{exp.window[1]:g} s: {len(stream)}")
         streams.append(stream)
     h = method_settings(spec)["h"]
     warned: list[str] = []
@@ -456,6 +459,22 @@ def encoder_segments(streams, paths, spec, h: float, facts: dict, log: StageLog,
     return [k[1] for k in ordered], [k[2] for k in ordered]
 
 
+def _within(stream, window: tuple[float, float], path: Path):
+    """The samples of ``stream`` in the manifest's ``window`` (s from its first sample)."""
+    from dataclasses import replace
+
+    t0 = stream.t[0]
+    keep = (stream.t >= t0 + window[0]) & (stream.t <= t0 + window[1])
+    if keep.sum() < 2:
+        raise InputError(
+            f"{path}: the manifest's window {window[0]:g}-{window[1]:g} s holds "
+            f"{int(keep.sum())} samples of a {stream.t[-1] - t0:.3g} s recording"
+        )
+    return replace(
+        stream, t=stream.t[keep], values=stream.values[keep], missing=stream.missing[keep]
+    )
+
+
 def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
     """Cost per step of ``exp``'s first encoder log when only its states are estimated with
     the parameters held at ``values`` (another experiment's estimate; Marklund et al.
@@ -474,7 +493,7 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> float:
     from physid.spec import load_spec, with_overrides
 
     enable_compilation_cache()
-    spec = with_overrides(load_spec(exp.rig), exp.overrides)
+    spec = with_overrides(load_spec(exp.rig), exp.overrides, exp.overrides_origin())
     rig = kind_module(spec).build(spec)
     path = exp.encoders[0]
     with warnings.catch_warnings():
