@@ -99,14 +99,18 @@ def blobs_in_mask(
     """Connected regions of a uint8 ``mask`` of at least ``min_area`` px that fill at least
     ``min_fill`` of their bounding box (circles and blurred circles do, lines don't).
 
-    Outer contours, not ``connectedComponentsWithStats``: the same regions (holes do not
-    matter for dark discs) at ~1/30 of the cost on small windows, which is what keeps
-    tracking close to decoding speed. Area is the pixel count of the region's polygon plus
-    half its perimeter (the contour runs through boundary pixel centres).
+    Outer contours of every connected region, also of those inside another region's hole
+    (a marker on a light plywood ellipse surrounded by a darker sheet: the sheet's dark
+    ring around the ellipse encloses it), not ``connectedComponentsWithStats``: the same
+    regions at ~1/30 of the cost on small windows, which is what keeps tracking close to
+    decoding speed. Area is the pixel count of the region's polygon plus half its
+    perimeter (the contour runs through boundary pixel centres).
     """
-    contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    contours, hierarchy = cv2.findContours(mask, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
     out = []
-    for cnt in contours:
+    for i, cnt in enumerate(contours):
+        if hierarchy[0, i, 3] >= 0:  # the boundary of a hole, not of a region
+            continue
         x, y, w, h = cv2.boundingRect(cnt)
         m = cv2.moments(cnt)
         area = m["m00"] + 0.5 * cv2.arcLength(cnt, True) + 1.0

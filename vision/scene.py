@@ -30,6 +30,7 @@ class Scene:
     marker_radius: float
     a: float = 0.05
     b: float = 0.025
+    ground_extent: tuple[float, float] | None = None
 
     @property
     def marker_distance(self) -> float:
@@ -43,6 +44,18 @@ class Scene:
         alpha = float(np.arctan2(d[1], d[0]))
         normal = np.array([-np.sin(alpha), np.cos(alpha)])
         return p + self.surface_offset * normal, alpha
+
+    def ground_segment(self, p0: np.ndarray, alpha: float, ground_xy: np.ndarray):
+        """(start [2] m, length m) of the contact surface whose line passes through ``p0``
+        at ``alpha`` (``ground_line``): it runs ``ground_extent`` = (before, after) beyond
+        the two ground circles (measured along the bar); ``(p0, inf)`` without an extent
+        (an infinite line)."""
+        if self.ground_extent is None:
+            return np.asarray(p0, float), float("inf")
+        d = np.array([np.cos(alpha), np.sin(alpha)])
+        before, after = self.ground_extent
+        span = float(np.dot(np.asarray(ground_xy[1]) - ground_xy[0], d))
+        return np.asarray(p0, float) - before * d, span + before + after
 
 
 def default_scene() -> Scene:
@@ -85,7 +98,25 @@ def scene_from_spec(spec: RigSpec) -> Scene:
         marker_radius=_length(spec, "markers", "radius", mk),
         a=a,
         b=b,
+        ground_extent=_extent(spec, sc),
     )
+
+
+def _extent(spec: RigSpec, raw: dict) -> tuple[float, float] | None:
+    """``[scene] ground_extent = { value = [BEFORE, AFTER], unit = "mm" }``: how far the
+    contact surface runs beyond the first and the second ground circle (along the bar)."""
+    if "ground_extent" not in raw:
+        return None
+    value, scale = _scale(spec, "scene.ground_extent", raw["ground_extent"])
+    try:
+        before, after = (float(v) * scale for v in value)
+    except (TypeError, ValueError):
+        before = after = float("nan")
+    if not (np.isfinite(before) and np.isfinite(after) and before + after > -np.inf):
+        raise SpecError(
+            f"{spec.path}: [scene.ground_extent] expected [before, after], got {value!r}"
+        )
+    return before, after
 
 
 def _scale(spec: RigSpec, where: str, entry) -> tuple[object, float]:

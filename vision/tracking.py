@@ -37,6 +37,7 @@ from vision.video import frames, open_video
 from vision.world import (
     PlanePose,
     body_pose,
+    distance_std,
     pixels_to_world,
     plane_pose,
     pose_std,
@@ -75,6 +76,7 @@ class TrackResult:
     pose_std: np.ndarray
     rigid_err: np.ndarray
     stats: dict = field(default_factory=dict)
+    ground_length: float = math.inf
 
     def stream(self) -> Stream:
         """The PoseStream: x, y, theta (m, m, rad) plus quality channels; a sample whose
@@ -93,6 +95,7 @@ class TrackResult:
                 "file": str(self.path),
                 "ground_p0": self.ground_p0.tolist(),
                 "ground_alpha": self.ground_alpha,
+                "ground_length": self.ground_length if math.isfinite(self.ground_length) else None,
                 **self.stats,
             },
         )
@@ -354,10 +357,14 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
     ok = ~any_missing
     if ok.any():
         poses[ok, 2] = np.unwrap(poses[ok, 2])
+    dist = np.linalg.norm(world[:, 1] - world[:, 0], axis=1)
+    scale, n_cal = noise_scale(dist[ok], distance_std(camera, pose, px[ok], sig[ok]))
+    sig = sig * scale
     stds = np.full(poses.shape, np.nan)
     if ok.any():
         stds[ok] = pose_std(camera, pose, px[ok], sig[ok], scene.markers)
-    rigid = np.abs(np.linalg.norm(world[:, 1] - world[:, 0], axis=1) - scene.marker_distance)
+    rigid = np.abs(dist - scene.marker_distance)
+    start, length = scene.ground_segment(p0, alpha, ground_w)
     return TrackResult(
         path=Path(path),
         t=np.array(times),
@@ -369,10 +376,38 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
         reference_px=corrected[:4],
         ground_px=corrected[4:],
         plane=pose,
-        ground_p0=p0,
+        ground_p0=start,
         ground_alpha=float(alpha),
         poses=poses,
         pose_std=stds,
         rigid_err=rigid,
-        stats={"frames": len(times), "missing_markers": int(missing.sum())},
+        stats={
+            "frames": len(times),
+            "missing_markers": int(missing.sum()),
+            "noise_scale": scale,
+            "noise_scale_frames": n_cal,
+        },
+        ground_length=length,
     )
+
+
+def noise_scale(dist: np.ndarray, dist_std: np.ndarray, min_frames: int = 10) -> tuple:
+    """Factor by which the centre noise model's sigmas must be scaled to explain the
+    scatter of the measured marker distance (a rigid body's, so constant), and the number
+    of frames it rests on: ``sqrt(median(r^2) / 0.455)`` with r the distance's deviation
+    from its median over its propagated std (0.455 is the median of chi^2 with one degree
+    of freedom; the median keeps a few bad frames from setting it). 1 with fewer than
+    ``min_frames`` frames.
+
+    The model (pixel noise of each window, plus a floor and a smear term) has the right
+    shape, but its size depends on what the video went through: compression correlates
+    the noise over blocks and leaves artefacts the window's noise estimate cannot see
+    (3-5x too small on H.264 footage, issue 27). The distance sees the two markers' errors
+    along the line between them, which, for independent isotropic errors of the two
+    markers, is the same noise that moves the pose.
+    """
+    good = np.isfinite(dist) & np.isfinite(dist_std) & (dist_std > 0)
+    if good.sum() < min_frames:
+        return 1.0, int(good.sum())
+    r = (dist[good] - np.median(dist[good])) / dist_std[good]
+    return float(np.sqrt(np.median(r**2) / 0.455)), int(good.sum())

@@ -115,6 +115,32 @@ def pose_std(
     return np.sqrt(var)
 
 
+def distance_std(
+    camera: Camera,
+    pose: PlanePose,
+    marker_px: np.ndarray,
+    marker_sigma: np.ndarray,
+    step: float = 0.05,
+) -> np.ndarray:
+    """Standard deviation [N] (m) of the world distance between the two markers from
+    independent isotropic pixel noise ``marker_sigma`` [N, 2] (px) on their pixels
+    [N, 2, 2]: first-order propagation with a central-difference Jacobian of ``step`` px."""
+    px = np.asarray(marker_px, dtype=float)
+
+    def dist(p):
+        w = pixels_to_world(camera, pose, p.reshape(-1, 2)).reshape(-1, 2, 2)
+        return np.linalg.norm(w[:, 1] - w[:, 0], axis=1)
+
+    var = np.zeros(len(px))
+    for m in range(2):
+        for k in range(2):
+            hi, lo = px.copy(), px.copy()
+            hi[:, m, k] += step
+            lo[:, m, k] -= step
+            var += ((dist(hi) - dist(lo)) / (2 * step) * marker_sigma[:, m]) ** 2
+    return np.sqrt(var)
+
+
 def match_corners(normalized: np.ndarray, world: np.ndarray) -> np.ndarray:
     """Indices into ``normalized`` [N, 2] (image-like axes: y down) of the four extreme
     points that match the four ``world`` [4, 2] corners (y up): the point furthest towards

@@ -34,6 +34,7 @@ from physid.spec import RigSpec
 from physid.streams import Stream
 
 POSE_CHANNELS = ("x", "y", "theta")
+STD_CHANNELS = ("std_x", "std_y", "std_theta")
 
 
 class NotIdentifiableInput(InputError):
@@ -41,6 +42,54 @@ class NotIdentifiableInput(InputError):
 
 
 # ------------------------------------------------------------------------------ spec access
+
+
+def contact_geometry(spec: RigSpec, ground: Ground, length: float | None = None):
+    """The estimator's ``ContactGeometry``: the ellipse and the ground surface ``ground``,
+    a segment of ``length`` (m; else ``[fixed] ground_length`` if the spec has it, else an
+    infinite line), plus any further surfaces of ``[[ground.surface]]``."""
+    a, b = spec.value("a", "m", positive=True), spec.value("b", "m", positive=True)
+    if length is None and "ground_length" in spec.fixed:
+        length = spec.value("ground_length", "m", positive=True)
+    return ContactGeometry(
+        a,
+        b,
+        ground.p0[0],
+        ground.p0[1],
+        ground.alpha,
+        math.inf if length is None else float(length),
+        extra_surfaces(spec),
+    )
+
+
+def extra_surfaces(spec: RigSpec) -> tuple:
+    """``[[ground.surface]]`` tables: ``start = { value = [x, y], unit = "mm" }``,
+    ``angle = { value = 0, unit = "rad" }``, ``length = { value = 600, unit = "mm" }``;
+    as (x0, y0, alpha, length) tuples (SI)."""
+    from rigs.spec import _quantity
+
+    table = spec.sections.get("ground", {})
+    rows = table.get("surface", []) if isinstance(table, dict) else []
+    if not isinstance(rows, list):
+        raise spec.error("ground.surface", "expected [[ground.surface]] tables")
+    out = []
+    for i, row in enumerate(rows):
+        where = f"ground.surface[{i}]"
+        if not isinstance(row, dict) or not {"start", "angle", "length"} <= set(row):
+            raise spec.error(where, "needs start = [x, y], angle and length, each with a unit")
+        start = row["start"]
+        if not isinstance(start, dict) or not isinstance(start.get("value"), list):
+            raise spec.error(f"{where}.start", 'expected { value = [x, y], unit = "mm" }')
+        xy = [
+            _quantity(spec, f"{where}.start", {"value": v, "unit": start.get("unit", "")}, "m")
+            for v in start["value"]
+        ]
+        if len(xy) != 2:
+            raise spec.error(f"{where}.start", "expected two coordinates [x, y]")
+        angle = _quantity(spec, f"{where}.angle", row["angle"], "rad")
+        length = _quantity(spec, f"{where}.length", row["length"], "m")
+        out.append((xy[0], xy[1], angle, length))
+    return tuple(out)
 
 
 def rig_geometry(spec: RigSpec) -> tuple[Ellipse, Ground]:
@@ -66,8 +115,11 @@ def _sim_vector(spec: RigSpec, key: str) -> np.ndarray:
     return np.array(raw, dtype=float)
 
 
-def ipopt_settings(spec: RigSpec) -> IpoptSettings:
-    """Estimator settings from ``[method]`` and ``[parameters]`` (SI)."""
+def ipopt_settings(spec: RigSpec, noise: tuple[float, float] | None = None) -> IpoptSettings:
+    """Estimator settings from ``[method]`` and ``[parameters]`` (SI). The observation
+    noise is ``[method] sigma_pos`` / ``sigma_theta`` where the spec gives them, else
+    ``noise`` (sigma_pos m, sigma_theta rad: the tracker's, ``tracking_noise``), else
+    1 mm / 1 mrad (the paper's simulation noise)."""
     ratio = spec.parameters.get("inertia_ratio")
     friction = spec.parameters.get("friction")
     kwargs = {}
@@ -79,8 +131,8 @@ def ipopt_settings(spec: RigSpec) -> IpoptSettings:
         kwargs["mu_bounds"] = (max(friction.lower, 0.0), friction.upper)
     return IpoptSettings(
         h_max=spec.method_value("h_max", "s", 1e-3),
-        sigma_pos=spec.method_value("sigma_pos", "m", 1e-3),
-        sigma_theta=spec.method_value("sigma_theta", "rad", 1e-3),
+        sigma_pos=spec.method_value("sigma_pos", "m", noise[0] if noise else 1e-3),
+        sigma_theta=spec.method_value("sigma_theta", "rad", noise[1] if noise else 1e-3),
         rho=float(spec.method.get("rho", 10.0)),
         mu_pull=float(spec.method.get("mu_pull", 10.0)),
         max_iter=int(spec.method.get("max_iter", 500)),
@@ -255,7 +307,9 @@ def identify(
         raise InputError(f"ellipse drop: give exactly one pose CSV, got {len(data)} files")
     path = Path(data[0])
     stream = read_pose_csv(path)
-    ok = ~stream.missing.any(axis=1)
+    incomplete = stream.missing.any(axis=1)
+    ok = ~incomplete
+    inside = np.ones(len(ok), bool)
     if window is not None:
         rel = stream.t - stream.t[0]
         inside = (rel >= window[0]) & (rel <= window[1])
@@ -267,13 +321,18 @@ def identify(
         ok &= inside
     t_m, q_m = stream.t[ok], stream.values[ok]
     ellipse, ground = rig_geometry(spec)
-    ground, ground_source = measured_ground(path, ground)
-    geometry = ContactGeometry(ellipse.a, ellipse.b, ground.p0[0], ground.p0[1], ground.alpha)
-    settings = ipopt_settings(spec)
+    ground, ground_source, length = measured_ground(path, ground)
+    geometry = contact_geometry(spec, ground, length)
+    noise = tracking_noise(path, ok)
+    settings = ipopt_settings(spec, noise)
+    noise_source = noise_origin(spec, noise)
     console.print(
         f"identifying J/m and mu from {len(t_m)} frames of {path} "
-        f"({int((~ok).sum())} incomplete frames skipped), IPOPT on a {settings.h_max * 1e3:g} "
-        f"ms grid, ground from {ground_source}"
+        f"({int(incomplete.sum())} incomplete frames skipped"
+        + (f", {int((~inside).sum())} outside the window" if window is not None else "")
+        + f"), IPOPT on a {settings.h_max * 1e3:g} ms grid, ground from {ground_source}, "
+        f"noise {settings.sigma_pos * 1e3:.3g} mm / {settings.sigma_theta * 1e3:.3g} mrad "
+        f"from {noise_source}"
     )
     try:
         fit = identify_contact(t_m, q_m, geometry, settings)
@@ -288,7 +347,14 @@ def identify(
     # Where nothing slides mu has only a lower bound; its flat direction is held fixed.
     slides = bool(fit_steps(fit, settings).sliding.any())
     cov = parameter_covariance(fit, geometry, settings, pin_mu=not slides)
-    context = {"path": path, "skipped": int((~ok).sum()), "ground": ground_source}
+    context = {
+        "path": path,
+        "skipped": int(incomplete.sum()),
+        "ground": ground_source,
+        "noise": noise_source,
+        "window": None if window is None else list(window),
+        "ground_length": geometry.length if math.isfinite(geometry.length) else None,
+    }
     estimate = build_estimate(spec, fit, ident, cov, ellipse, settings, (t_m, q_m), context)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -313,20 +379,69 @@ def identify(
     return estimate
 
 
-def measured_ground(path: Path, nominal: Ground) -> tuple[Ground, str]:
-    """Ground line from a ``physid track`` sidecar ``<csv>.json`` if it has one."""
+def measured_ground(path: Path, nominal: Ground) -> tuple[Ground, str, float | None]:
+    """Ground line from a ``physid track`` sidecar ``<csv>.json`` if it has one, with its
+    length (m; None where the sidecar has none: then the spec's)."""
     side = path.with_name(path.name + ".json")
     if not side.exists():
-        return nominal, "the spec ([fixed] ground_*)"
+        return nominal, "the spec ([fixed] ground_*)", None
     try:
         meta = json.loads(side.read_text())
         p0 = [float(v) for v in meta["ground_p0"]]
         alpha = float(meta["ground_alpha"])
+        length = meta.get("ground_length")
+        length = None if length is None else float(length)
     except (KeyError, TypeError, ValueError, json.JSONDecodeError):
-        return nominal, "the spec ([fixed] ground_*); the sidecar has no ground line"
+        return nominal, "the spec ([fixed] ground_*); the sidecar has no ground line", None
     if len(p0) != 2 or not all(map(math.isfinite, [*p0, alpha])):
-        return nominal, "the spec ([fixed] ground_*); the sidecar's ground line is not finite"
-    return Ground((p0[0], p0[1]), alpha), f"the video ({side.name})"
+        text = "the spec ([fixed] ground_*); the sidecar's ground line is not finite"
+        return nominal, text, None
+    what = f"the video ({side.name})"
+    if length is not None:
+        what += f", a {length * 1e3:.0f} mm segment"
+    return Ground((p0[0], p0[1]), alpha), what, length
+
+
+def tracking_noise(path: Path, rows: np.ndarray) -> tuple[float, float] | None:
+    """(sigma_pos m, sigma_theta rad): the RMS over ``rows`` (a mask of the file's data
+    rows) of the per-frame std the tracker wrote (``std_x``, ``std_y``, ``std_theta``);
+    None if the file has no such columns (a simulated pose file)."""
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = [h.strip() for h in next(reader, [])]
+        cols = [header.index(c) if c in header else None for c in STD_CHANNELS]
+        if None in cols:
+            return None
+        values = []
+        for row in reader:
+            if not row or all(not f.strip() for f in row):
+                continue
+            try:
+                values.append([float(row[c]) for c in cols])
+            except (ValueError, IndexError):
+                values.append([math.nan] * 3)
+    std = np.array(values, dtype=float).reshape(-1, 3)
+    if len(std) != len(rows):
+        return None
+    std = std[np.asarray(rows, bool)]
+    std = std[np.all(np.isfinite(std) & (std > 0), axis=1)]
+    if len(std) == 0:
+        return None
+    pos = float(np.sqrt(np.mean(std[:, :2] ** 2)))
+    return pos, float(np.sqrt(np.mean(std[:, 2] ** 2)))
+
+
+def noise_origin(spec: RigSpec, noise) -> str:
+    """Where the observation noise came from, for the console and ``estimate.json``."""
+    own = [k for k in ("sigma_pos", "sigma_theta") if k in spec.method]
+    if len(own) == 2:
+        return "the spec's [method] sigma_pos, sigma_theta"
+    text = (
+        "the tracker's per-frame std (RMS of std_x, std_y, std_theta in the pose file)"
+        if noise is not None
+        else "the default 1 mm / 1 mrad (the pose file has no std columns)"
+    )
+    return text + (f"; [method] {own[0]} from the spec" if own else "")
 
 
 def fit_steps(fit, settings: IpoptSettings):
@@ -413,6 +528,9 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
             "frames_skipped_missing": context["skipped"],
             "data": str(context["path"]),
             "ground": context["ground"],
+            "ground_length": context.get("ground_length"),
+            "noise_from": context.get("noise", "the spec [method]"),
+            "window_s": context.get("window"),
             "ipopt_status": fit.status,
             "wall_s": fit.wall_s,
             **fit.stats,

@@ -327,7 +327,10 @@ def _track_drop(
     video = exp.videos[0]
     log.begin("tracking")
     _, info = open_video(video)
-    result = track_video(video, camera, scene, progress=_frame_ticker(log, info.frames))
+    # a failed detection's annotated frame goes beside the reports (work/ is removed then)
+    result = track_video(
+        video, camera, scene, progress=_frame_ticker(log, info.frames), figure_dir=work.parent
+    )
     frames = check_video_frames(info, result.t, log, warned)
     valid = int((~result.missing.any(axis=1)).sum())
     log.print(f"{len(result.t)} frames tracked, {valid} poses, ground alpha {result.ground_alpha}")
@@ -342,6 +345,7 @@ def _track_drop(
         "ground_p0_m": result.ground_p0.tolist(),
         "ground_alpha_rad": float(result.ground_alpha),
         **frames,
+        "noise_scale": result.stats.get("noise_scale"),
     }
     p0 = result.ground_p0
     measured = {

@@ -1,0 +1,120 @@
+"""Tracking on footage physid did not draw (MuJoCo physics and OpenGL renderer, fisheye
+remap, grey bar with the ground circles on it, lighting gradient, vignetting, gamma, motion
+blur in linear light, sensor noise, H.264): a short clip rendered at test time.
+
+The three full drops of the acceptance (identification of J/m and mu) are in
+``test_independent_drops.py`` (slow).
+"""
+
+import numpy as np
+import pytest
+from mujoco_footage import CameraSetup, Look, Rig, gl_problem, render_drop
+
+pytestmark = pytest.mark.skipif(gl_problem() is not None, reason=str(gl_problem()))
+
+
+def _rms(err):
+    return float(np.sqrt(np.mean(err**2)))
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    """24 frames (0.1 s) from 50 ms after release, through the first bounce on the bar:
+    a dark sheet (reflectance 0.3, grey ~100 at the centre, ~60 in the vignetted corners)
+    with the bar (0.42) lighter than it, H.264 at crf 28."""
+    look = Look(backdrop=0.3, bar=0.42, plywood=0.6, crf=28, blur_samples=6, seed=7)
+    folder = tmp_path_factory.mktemp("independent")
+    return render_drop(folder, "short", 0.3, look, n_frames=24, start=0.05)
+
+
+@pytest.fixture(scope="module")
+def tracked(clip):
+    from rigs.spec import load_spec
+    from vision.scene import scene_from_spec
+    from vision.tracking import track_video
+
+    scene = scene_from_spec(load_spec(clip.spec))
+    return track_video(clip.path, clip.camera, scene), scene
+
+
+def test_pinhole_principal_point_convention(tmp_path):
+    # the fisheye remap assumes MuJoCo's pinhole principal point at (W/2 - 1/2, H/2 - 1/2)
+    # in OpenCV's pixel convention; render a lone dark disk on the optical axis and check
+    # where its centroid lands (0.05 px: a 40-px disk's anti-aliased centroid is exact to
+    # ~0.01 px, the half-pixel error this guards against is 10x that)
+    import mujoco
+
+    W, H, f = 320, 200, 300.0
+    fovy = np.degrees(2 * np.arctan(H / 2 / f))
+    xml = f"""<mujoco><visual><global offwidth="{W}" offheight="{H}"/>
+      <headlight ambient="1 1 1" diffuse="0 0 0"/></visual><worldbody>
+      <camera name="c" pos="0 -0.3 0" xyaxes="1 0 0 0 0 1" fovy="{fovy}"/>
+      <geom type="box" size="1 0.001 1" pos="0 0.01 0" rgba="1 1 1 1"/>
+      <geom type="cylinder" size="0.02 0.0005" pos="0 0 0" zaxis="0 1 0" rgba="0 0 0 1"/>
+      </worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    with mujoco.Renderer(model, H, W) as r:
+        r.update_scene(data, camera="c")
+        img = r.render()[..., 0].astype(float)
+    w = 255.0 - img
+    ys, xs = np.mgrid[:H, :W]
+    cx, cy = (w * xs).sum() / w.sum(), (w * ys).sum() / w.sum()
+    assert abs(cx - (W / 2 - 0.5)) < 0.05
+    assert abs(cy - (H / 2 - 0.5)) < 0.05
+
+
+def test_every_frame_tracked_on_independent_footage(tracked):
+    result, _ = tracked
+    assert not result.missing.any()
+
+
+def test_static_circles_on_the_bar_and_corners_found(clip, tracked):
+    result, _ = tracked
+    truth = clip.truth
+    # the ground circles sit on a grey bar; the reference circles in vignetted corners.
+    # 0.15 px: the static circles are averaged over 10 frames; what is left is the
+    # H.264 blocks and the remap's interpolation (measured 0.02-0.06 px)
+    assert np.abs(result.reference_px - truth["reference_px"]).max() < 0.15
+    assert np.abs(result.ground_px - truth["ground_px"]).max() < 0.15
+
+
+def test_poses_within_acceptance_on_independent_footage(clip, tracked):
+    result, _ = tracked
+    err = result.poses - clip.truth["poses"]
+    # issue 27 acceptance: x, y within 0.1 mm RMS and theta within 2 mrad RMS
+    assert _rms(err[:, 0]) < 0.1e-3
+    assert _rms(err[:, 1]) < 0.1e-3
+    assert _rms(err[:, 2]) < 2e-3
+
+
+def test_reported_std_matches_the_real_error(clip, tracked):
+    result, _ = tracked
+    err = result.poses - clip.truth["poses"]
+    # issue 27 acceptance: the reported std within a factor 1.5 of the real error, for
+    # each of x, y, theta (RMS error over RMS reported std; 24 frames give the RMS error
+    # itself to ~15 %, so a model off by 1.5x still fails)
+    for k in range(3):
+        ratio = _rms(err[:, k]) / _rms(result.pose_std[:, k])
+        assert 1 / 1.5 < ratio < 1.5, (k, ratio)
+
+
+def test_ground_is_a_segment_of_the_bar(clip, tracked):
+    result, scene = tracked
+    rig = Rig()
+    # the contact surface starts at the bar's left end and is as long as the bar; 0.3 mm
+    # and 1 mrad: the ground circles' centres are good to ~0.03 mm each, over 0.36 m
+    assert np.linalg.norm(result.ground_p0 - np.array(rig.bar_start)) < 0.3e-3
+    assert abs(result.ground_length - rig.bar_length) < 0.3e-3
+    assert abs(result.ground_alpha - rig.bar_alpha) < 1e-3
+    assert result.stream().source["ground_length"] == pytest.approx(result.ground_length)
+
+
+def test_rig_and_camera_are_what_the_spec_says():
+    # guards the test footage itself: the spec written beside a clip describes its rig
+    rig, setup = Rig(), CameraSetup()
+    assert setup.camera().size == (1280, 720)
+    assert np.allclose(
+        rig.ground_dots()[1] - rig.ground_dots()[0], (rig.bar_length - 0.06) * rig.tangent
+    )
