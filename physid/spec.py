@@ -251,7 +251,8 @@ def with_overrides(spec: RigSpec, overrides: dict[str, str], origin: str = "--se
 
     A name is a fixed value or a parameter (its initial value), else a key of ``[method]``,
     else the one table that has that key (``ground_surface_offset`` is ``[scene]``'s);
-    ``TABLE.KEY`` names the table outright (``method.sigma_pos``). Each override is
+    ``TABLE.KEY`` names the table outright (``method.sigma_pos``; this form may also add a
+    ``[method]`` setting the spec leaves at its default). Each override is
     ``"VALUE"`` (in the unit the spec already uses for that key), ``"VALUE UNIT"``, or an
     array ``"[1, 2] mm"``. ``origin`` is how the user wrote the overrides (``--set``, or a
     manifest's ``set`` table), so that errors name what the user typed. Unknown names
@@ -280,6 +281,8 @@ def with_overrides(spec: RigSpec, overrides: dict[str, str], origin: str = "--se
             si = to_si(raw, unit)
             lower, upper = min(p.lower, si), max(p.upper, si)
             parameters[key] = ParameterSpec(key, si, lower, upper, p.unit, p.scale)
+        elif table == "method" and key not in method:
+            method[key] = {"value": raw, "unit": unit} if unit else raw
         else:
             target = method if table == "method" else sections[table]
             target[key] = _replaced_entry(spec, f"{table}.{key}", where, target[key], raw, unit)
@@ -344,6 +347,8 @@ def _override_target(spec, name, where, fixed, parameters, method, sections) -> 
         table, _, key = name.partition(".")
         if table in tables and key in tables[table]:
             return table, key
+        if table == "method" and key:  # a setting the spec leaves at its default
+            return table, key
     else:
         for table in ("fixed", "parameters", "method"):
             if name in tables[table]:
@@ -361,7 +366,11 @@ def _override_target(spec, name, where, fixed, parameters, method, sections) -> 
         if t not in ("fixed", "parameters", "method")
         for k in v
     )
-    raise _override_error(spec, f"{where}: no such value in the spec; known: {', '.join(known)}")
+    raise _override_error(
+        spec,
+        f"{where}: no such value in the spec (to set a [method] setting the spec leaves at "
+        f"its default, write method.{name}); known: {', '.join(known)}",
+    )
 
 
 def _replaced_entry(spec, key: str, where: str, entry, raw, unit: str):

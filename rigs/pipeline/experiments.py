@@ -10,7 +10,7 @@ With a manifest ``experiments.toml``, every ``[experiments.NAME]`` table names i
     calibration_video = "calib.avi"  # ... a checkerboard video to calibrate from,
     board = "9x6"                  #     with its inner corners
     square = { value = 20, unit = "mm" }  # and square size
-    set = { mu = "0.3", sigma_pos = "0.1 mm" }  # overrides of any spec table, as --set
+    set = { mu = "0.3", "method.sigma_pos" = "0.1 mm" }  # any spec table, as --set
     window = { value = [0, 350], unit = "ms" }   # optional: identify on this time span only
     truth = "swing3.truth.json"    # optional ground truth (synthetic data), shown in reports
 

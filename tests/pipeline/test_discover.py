@@ -53,3 +53,34 @@ def test_input_hash_changes_with_file_content(pendulum_folder):
     data[-1] ^= 0xFF
     (pendulum_folder / "a.bin").write_bytes(bytes(data))
     assert input_hash(a, {}) != before
+
+
+def test_manifest_window_and_set_reaching_any_spec_table(pendulum_folder):
+    from rigs.spec import SpecError, load_spec, with_overrides
+
+    (pendulum_folder / "experiments.toml").write_text(
+        "[experiments.cut]\n"
+        'rig = "ellipse_drop"\nencoder = "a.bin"\n'
+        'window = { value = [20, 350], unit = "ms" }\n'
+        'set = { "method.sigma_pos" = "0.1 mm", rho = 20, "scene.ground_surface_offset" = '
+        '{ value = 15, unit = "mm" } }\n'
+        "[experiments.backwards]\n"
+        'rig = "ellipse_drop"\nencoder = "a.bin"\nwindow = [0.5, 0.1]\n'
+        "[experiments.typo]\n"
+        'rig = "ellipse_drop"\nencoder = "a.bin"\nset = { sigma_posn = "0.1 mm" }\n'
+    )
+    found = {e.name: e for e in discover(pendulum_folder)}
+    cut = found["cut"]
+    assert not cut.problems
+    assert cut.window == pytest.approx((0.02, 0.35))
+    spec = with_overrides(load_spec(cut.rig), cut.overrides, cut.overrides_origin())
+    assert spec.method_value("sigma_pos", "m", 1.0) == pytest.approx(1e-4)  # [method]
+    assert spec.method["rho"] == 20
+    assert spec.section_value("scene", "ground_surface_offset", "m") == pytest.approx(0.015)
+    assert any("window: end must be after start" in p for p in found["backwards"].problems)
+    # the error names the manifest key the user wrote, not a --set flag never given
+    typo = found["typo"]
+    with pytest.raises(
+        SpecError, match=r"experiments\.toml: \[experiments\.typo\] set\.sigma_posn"
+    ):
+        with_overrides(load_spec(typo.rig), typo.overrides, typo.overrides_origin())

@@ -87,3 +87,27 @@ def test_dashes_normalized_in_builtin_names_but_never_in_paths(tmp_path):
     shutil.copy(load_spec("pendulum").path, folder / "pendulum-v2.toml")
     spec = load_spec(folder / "pendulum-v2.toml")
     assert spec.path == folder / "pendulum-v2.toml" and spec.model == "pendulum"
+
+
+def test_overrides_reach_method_and_other_tables_with_units():
+    spec = with_overrides(
+        load_spec("ellipse_drop"),
+        {
+            "method.sigma_theta": "2 mrad",  # not in the spec: added to [method]
+            "method.h_max": "0.5 ms",
+            "max_iter": "100",
+            "ground_circles": "[[60, 78], [340, 7]] mm",
+        },
+    )
+    assert spec.method_value("sigma_theta", "rad", 1.0) == pytest.approx(2e-3)
+    assert spec.method_value("h_max", "s", 1.0) == pytest.approx(5e-4)
+    assert spec.method["max_iter"] == 100 and isinstance(spec.method["max_iter"], int)
+    assert spec.sections["scene"]["ground_circles"]["value"][1] == [340, 7]
+    with pytest.raises(SpecError, match=r"--set h_max=2 kg: .*should be like"):
+        with_overrides(load_spec("ellipse_drop"), {"h_max": "2 kg"})
+    with pytest.raises(SpecError, match=r"no such value.*write method\.sigma_theta"):
+        with_overrides(load_spec("ellipse_drop"), {"sigma_theta": "2 mrad"})
+    with pytest.raises(SpecError, match=r"--set rho=1 mm: method.rho is dimensionless"):
+        with_overrides(load_spec("ellipse_drop"), {"rho": "1 mm"})
+    with pytest.raises(SpecError, match="expected an array"):
+        with_overrides(load_spec("ellipse_drop"), {"ground_circles": "3 mm"})
