@@ -149,14 +149,15 @@ def _reference_circles(norm, blobs, camera: Camera, scene: Scene, per_corner: in
     rim = scene.reference_radius * np.column_stack([np.cos(ang), np.sin(ang), 0 * ang])
     best = (None, None, np.inf)
     for combo in product(*[o[:per_corner] for o in options]):
-        if len(set(combo)) < 4:
+        if len(set(combo)) < 4 or not _same_quadrilateral(norm[list(combo)], scene.reference):
             continue
         idx = np.array(combo)
         try:
             pose = plane_pose(norm[idx], scene.reference)
         except ValueError:
             continue
-        worst = 0.0
+        # a pick other than a corner's most extreme blob must earn its place (by 5 %)
+        worst = 0.05 * sum(i != o[0] for i, o in zip(combo, options, strict=True))
         for n, i in enumerate(idx):
             ring = camera.project(rim + [*scene.reference[n], 0.0], pose.rvec, pose.t)
             expected = cv2.contourArea(ring.astype(np.float32))
@@ -164,6 +165,20 @@ def _reference_circles(norm, blobs, camera: Camera, scene: Scene, per_corner: in
         if worst < best[2]:
             best = (idx, pose, worst)
     return best
+
+
+def _same_quadrilateral(image: np.ndarray, world: np.ndarray) -> bool:
+    """True if the four image points (y down) form a convex quadrilateral traversed in the
+    same sense as the four world points (y up): a homography of an upright view keeps
+    both, while two swapped corners make a bow-tie."""
+
+    def turns(p):
+        d = np.roll(p, -1, axis=0) - p
+        return d[:, 0] * np.roll(d, -1, axis=0)[:, 1] - d[:, 1] * np.roll(d, -1, axis=0)[:, 0]
+
+    img = turns(np.asarray(image, float) * [1.0, -1.0])
+    ref = turns(np.asarray(world, float))
+    return bool(np.all(np.sign(img) == np.sign(ref[0])) and np.all(np.sign(ref) == np.sign(ref[0])))
 
 
 class _Failure:

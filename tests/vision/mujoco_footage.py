@@ -4,7 +4,7 @@ MuJoCo's OpenGL renderer (EGL, Mesa's llvmpipe on CPU), then seen through a fish
 Nothing here reuses physid's renderer (``vision/render.py``) or its contact model
 (``dynamics/planar_contact.py``): the motion is MuJoCo's soft-contact physics with an
 elliptic friction cone, the image is MuJoCo's rasterizer with its own lights, shadows and
-multisampling. What is chosen to be hard: a grey bar (~120 of 255) with the ground dots *on*
+multisampling (4x). What is chosen to be hard: a grey bar (~120 of 255) with the ground dots *on*
 it, backgrounds from dark to light grey, a lighting gradient plus lens vignetting, gamma
 encoding, motion blur integrated in linear light, sensor noise and H.264 (libx264 through
 PyAV) or low-quality MJPG compression.
@@ -258,7 +258,7 @@ def mjcf(rig: Rig, look: Look, setup: CameraSetup, mu: float) -> str:
     <light pos="{lp[0]} {lp[1]} {lp[2]}" dir="{ld[0]} {ld[1]} {ld[2]}" cutoff="85"
            exponent="2" attenuation="0.4 0 {look.falloff}"
            diffuse="{look.diffuse} {look.diffuse} {look.diffuse}" specular="0 0 0"
-           castshadow="true"/>
+           castshadow="false"/>
     <camera name="cam" pos="{cam_pos[0]} {cam_pos[1]} {cam_pos[2]}"
             xyaxes="{" ".join(f"{v:.9g}" for v in xy)}" fovy="{fovy:.9g}"/>
     <geom name="backdrop" type="box" size="1.2 0.005 0.8" pos="0.25 0.0054 0.15"
