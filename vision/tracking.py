@@ -40,6 +40,7 @@ from vision.world import (
     distance_std,
     pixels_to_world,
     plane_pose,
+    plane_pose_std,
     pose_std,
 )
 
@@ -361,8 +362,18 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
     scale, n_cal = noise_scale(dist[ok], distance_std(camera, pose, px[ok], sig[ok]))
     sig = sig * scale
     stds = np.full(poses.shape, np.nan)
+    common = np.zeros(3)
     if ok.any():
-        stds[ok] = pose_std(camera, pose, px[ok], sig[ok], scene.markers)
+        frame_std = pose_std(camera, pose, px[ok], sig[ok], scene.markers)
+        # the plane pose's own error, common to every frame: the reference centres' noise
+        # model, scaled like the markers' (compression repeats a static scene's artefacts
+        # in every frame, so averaging the first frames does not shrink it)
+        ref_sigma = scale * np.array([_static_sigma(col) for col in zip(*static, strict=True)])
+        plane = plane_pose_std(
+            camera, corrected[:4], ref_sigma[:4], scene.reference, px[ok], scene.markers
+        )
+        stds[ok] = np.hypot(frame_std, plane)
+        common = np.median(plane, axis=0)
     rigid = np.abs(dist - scene.marker_distance)
     start, length = scene.ground_segment(p0, alpha, ground_w)
     return TrackResult(
@@ -386,9 +397,17 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
             "missing_markers": int(missing.sum()),
             "noise_scale": scale,
             "noise_scale_frames": n_cal,
+            "plane_pose_std": common.tolist(),
         },
         ground_length=length,
     )
+
+
+def _static_sigma(centres) -> float:
+    """Noise model of a static circle's centre (px): its centres' mean sigma over the
+    first frames with the floor of ``_with_floor``."""
+    sig = [c.sigma for c in centres if c is not None]
+    return float(np.hypot(np.mean(sig), SIGMA_FLOOR_PX)) if sig else SIGMA_FLOOR_PX
 
 
 def noise_scale(dist: np.ndarray, dist_std: np.ndarray, min_frames: int = 10) -> tuple:

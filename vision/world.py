@@ -115,6 +115,38 @@ def pose_std(
     return np.sqrt(var)
 
 
+def plane_pose_std(
+    camera: Camera,
+    reference_px: np.ndarray,
+    reference_sigma: np.ndarray,
+    reference_world: np.ndarray,
+    marker_px: np.ndarray,
+    body_markers: np.ndarray,
+    step: float = 0.05,
+) -> np.ndarray:
+    """Standard deviations [N, 3] of the poses (x, y, theta) that the error of the plane
+    pose causes: each reference circle's centre (px [4, 2]) with its std
+    ``reference_sigma`` [4] (px), propagated through the homography to the poses of the
+    markers at ``marker_px`` [N, 2, 2] (central differences of ``step`` px). This error is
+    common to all frames of a video (a bias, not noise)."""
+    ref = np.asarray(reference_px, dtype=float)
+    mk = np.asarray(marker_px, dtype=float).reshape(-1, 2)
+    norm_mk = camera.normalize(mk)
+    var = np.zeros((len(mk) // 2, 3))
+    for i in range(len(ref)):
+        for k in range(2):
+            poses = []
+            for sgn in (1.0, -1.0):
+                r = ref.copy()
+                r[i, k] += sgn * step
+                pose = plane_pose(camera.normalize(r), reference_world)
+                poses.append(body_pose(pose.to_world(norm_mk).reshape(-1, 2, 2), body_markers))
+            d = poses[0] - poses[1]
+            d[:, 2] = np.angle(np.exp(1j * d[:, 2]))
+            var += (d / (2 * step) * reference_sigma[i]) ** 2
+    return np.sqrt(var)
+
+
 def distance_std(
     camera: Camera,
     pose: PlanePose,

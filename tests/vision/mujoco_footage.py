@@ -159,7 +159,7 @@ class Look:
     exposure: float = 1 / 480
     blur_samples: int = 5
     codec: str = "h264"
-    crf: int = 26
+    crf: int = 20
     quality: int = 60
     jpeg: int = 0  # JPEG quality of a pass before the codec (0: none), as a re-encoded clip
     seed: int = 0
@@ -643,13 +643,16 @@ def render_board_video(
 # --------------------------------------------------------------------------- committed clips
 # The clips in tests/data/independent/: three full drops for the acceptance (slow tests)
 # and a short one for the default run. Backgrounds from dark to light grey, the bar lighter
-# or darker than the sheet, H.264 at three qualities, one of them re-encoded from JPEGs.
+# or darker than the sheet, H.264 at crf 20-23 (x264's "visually lossless" is ~18; an
+# action camera's 60-100 Mbit/s is about that; crf 28 left the static circles 0.15-0.3 px
+# off on the dark sheet, where 8-bit contrast is lowest), one clip re-encoded from JPEGs
+# of quality 60.
 CLIPS = {
-    "drop2": (0.2, Look(backdrop=0.55, seed=1)),
-    "drop3": (0.3, Look(backdrop=0.3, bar=0.42, plywood=0.6, jpeg=50, crf=24, seed=2)),
-    "drop5": (0.5, Look(backdrop=0.8, bar=0.45, crf=28, seed=3)),
+    "drop2": (0.2, Look(backdrop=0.55, crf=20, seed=1)),
+    "drop3": (0.3, Look(backdrop=0.3, bar=0.42, plywood=0.6, jpeg=60, crf=20, seed=2)),
+    "drop5": (0.5, Look(backdrop=0.8, bar=0.45, crf=23, seed=3)),
 }
-SHORT = ("short", 0.3, Look(backdrop=0.3, bar=0.42, plywood=0.6, crf=28, seed=7), 24, 0.05)
+SHORT = ("short", 0.3, Look(backdrop=0.3, bar=0.42, plywood=0.6, crf=18, seed=7), 24, 0.05)
 
 
 def write_committed(folder: Path) -> None:
