@@ -28,9 +28,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.errors import InputError
-from vision.camera import Camera
-from vision.circles import (
+from physid.errors import InputError
+from physid.vision.camera import Camera
+from physid.vision.circles import (
     Blob,
     blobs_in_mask,
     dark_mask,
@@ -38,8 +38,8 @@ from vision.circles import (
     ratio_threshold,
     roundness,
 )
-from vision.scene import Scene
-from vision.world import PlanePose, match_corners, plane_pose
+from physid.vision.scene import Scene
+from physid.vision.world import PlanePose, match_corners, plane_pose
 
 GROUND_SEARCH = 0.03  # m: nominal ground circles may be this far off (adjustable slope)
 AREA_RANGE = (0.6, 1.6)  # blob area / expected area of a reference circle

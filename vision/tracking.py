@@ -20,9 +20,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from rigs.streams import Stream
-from vision.camera import Camera
-from vision.circles import (
+from physid.streams import Stream
+from physid.vision.camera import Camera
+from physid.vision.circles import (
     Blob,
     Centre,
     blobs_in_mask,
@@ -31,10 +31,10 @@ from vision.circles import (
     disk_bias,
     weighted_centre,
 )
-from vision.detect import TrackingError, find_static_circles
-from vision.scene import Scene
-from vision.video import frames, open_video
-from vision.world import (
+from physid.vision.detect import TrackingError, find_static_circles
+from physid.vision.scene import Scene
+from physid.vision.video import frames, open_video
+from physid.vision.world import (
     PlanePose,
     body_pose,
     distance_std,

@@ -66,7 +66,7 @@ def extra_surfaces(spec: RigSpec) -> tuple:
     """``[[ground.surface]]`` tables: ``start = { value = [x, y], unit = "mm" }``,
     ``angle = { value = 0, unit = "rad" }``, ``length = { value = 600, unit = "mm" }``;
     as (x0, y0, alpha, length) tuples (SI)."""
-    from rigs.spec import _quantity
+    from physid.spec import _quantity
 
     table = spec.sections.get("ground", {})
     rows = table.get("surface", []) if isinstance(table, dict) else []

@@ -245,7 +245,7 @@ def _window(raw, where: str, problems: list[str]) -> tuple[float, float] | None:
     time span (s, on the recording's own clock, from its first sample) to identify on."""
     if raw is None:
         return None
-    from rigs.units import to_si
+    from physid.units import to_si
 
     hint = 'write window = { value = [0, 350], unit = "ms" }'
     try:

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "vision"))
 
-from estimation.ipopt_contact import (  # noqa: E402
+from physid.estimation.ipopt_contact import (  # noqa: E402
     ContactGeometry,
     IpoptSettings,
     assign_surfaces,

@@ -56,7 +56,7 @@ def test_input_hash_changes_with_file_content(pendulum_folder):
 
 
 def test_manifest_window_and_set_reaching_any_spec_table(pendulum_folder):
-    from rigs.spec import SpecError, load_spec, with_overrides
+    from physid.spec import SpecError, load_spec, with_overrides
 
     (pendulum_folder / "experiments.toml").write_text(
         "[experiments.cut]\n"

@@ -181,7 +181,7 @@ class CameraSetup:
     pinhole_size: tuple = (1700, 1110)
 
     def camera(self):
-        from vision.camera import Camera
+        from physid.vision.camera import Camera
 
         return Camera("fisheye", np.array(self.K), np.array(self.D), self.size)
 
@@ -381,7 +381,7 @@ class Encoder:
             s.options = {"crf": str(look.crf), "preset": "veryfast"}
             self.stream = s
         else:
-            from vision.video import VideoWriter
+            from physid.vision.video import VideoWriter
 
             self.writer = VideoWriter(path, FPS, size, look.quality)
 

@@ -13,7 +13,7 @@ pytestmark = [
 
 
 def test_independent_camera_intrinsics_within_0_05_percent(tmp_path):
-    from vision.calibrate import calibrate_video, detect_board
+    from physid.vision.calibrate import calibrate_video, detect_board
 
     setup = CameraSetup()
     video, corners = render_board_video(tmp_path, "board", n_frames=40)

@@ -33,12 +33,12 @@ def _rms(err):
 
 @pytest.fixture(scope="module", params=sorted(DROPS), ids=lambda mu: f"mu{mu}")
 def drop(request, tmp_path_factory):
-    from rigs import ellipse_drop
-    from rigs.spec import load_spec
-    from vision.camera import Camera
-    from vision.posefile import write_pose_csv
-    from vision.scene import scene_from_spec
-    from vision.tracking import track_video
+    from physid.rigs.models import ellipse_drop
+    from physid.spec import load_spec
+    from physid.vision.camera import Camera
+    from physid.vision.posefile import write_pose_csv
+    from physid.vision.scene import scene_from_spec
+    from physid.vision.tracking import track_video
 
     mu = request.param
     name = DROPS[mu]

@@ -28,7 +28,7 @@ def clip():
     """24 frames (0.1 s) from 50 ms after release, through the first bounce on the bar:
     a dark sheet (reflectance 0.3, grey ~80 at the centre, ~50 in the vignetted corners)
     with the bar (0.42) lighter than it, H.264 at crf 28."""
-    from vision.camera import Camera
+    from physid.vision.camera import Camera
 
     return SimpleNamespace(
         path=DATA / "short.mp4",
@@ -40,9 +40,9 @@ def clip():
 
 @pytest.fixture(scope="module")
 def tracked(clip):
-    from rigs.spec import load_spec
-    from vision.scene import scene_from_spec
-    from vision.tracking import track_video
+    from physid.spec import load_spec
+    from physid.vision.scene import scene_from_spec
+    from physid.vision.tracking import track_video
 
     scene = scene_from_spec(load_spec(clip.spec))
     return track_video(clip.path, clip.camera, scene), scene
@@ -135,9 +135,9 @@ def test_rig_and_camera_are_what_the_spec_says():
 @pytest.mark.slow
 @needs_gl
 def test_freshly_rendered_clip_tracks_like_the_committed_one(tmp_path, clip):
-    from rigs.spec import load_spec
-    from vision.scene import scene_from_spec
-    from vision.tracking import track_video
+    from physid.spec import load_spec
+    from physid.vision.scene import scene_from_spec
+    from physid.vision.tracking import track_video
 
     name, mu, look, n, start = SHORT
     fresh = render_drop(tmp_path, name, mu, look, n_frames=n, start=start)
