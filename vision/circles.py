@@ -42,6 +42,12 @@ class Centre:
 
 
 _DILATE = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (7, 7))
+# Grey levels: the least noise a centre's sigma assumes. 8-bit quantization and lossy
+# codecs leave errors of about this size in absolute grey levels even where they smooth
+# the sensor noise away (H.264 in flat areas: MAD ~0.5), so a circle on a dark surface
+# (low contrast in levels) gets the larger sigma it has: on MuJoCo footage the corner
+# circles on a dark vignetted sheet were off by 0.05-0.2 px, the bright markers by less.
+NOISE_FLOOR = 2.0
 
 
 def local_background(gray: np.ndarray, size: int) -> np.ndarray:
@@ -181,7 +187,8 @@ def weighted_centre(
 
 def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
     """Background plane (float32 image of ``raw``'s shape) fitted to the two-pixel border
-    of ``raw``, and the noise (grey levels, MAD of the border about the plane, >= 0.5)."""
+    of ``raw``, and the noise (grey levels, MAD of the border about the plane, at least
+    ``NOISE_FLOOR``)."""
     h, w = raw.shape
     edge = np.zeros((h, w), bool)
     edge[:2], edge[-2:], edge[:, :2], edge[:, -2:] = True, True, True, True
@@ -206,7 +213,7 @@ def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
     plane = (
         np.float32(coef[0]) + np.float32(coef[1]) * gx[None, :] + np.float32(coef[2]) * gy[:, None]
     )
-    return plane, max(0.5, mad)
+    return plane, max(NOISE_FLOOR, mad)
 
 
 def disk_centroids(
