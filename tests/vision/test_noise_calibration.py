@@ -1,0 +1,46 @@
+"""The tracker's noise calibration and its use as the estimator's default noise (issue 27)."""
+
+import numpy as np
+import pytest
+
+from physid.rigs.models.ellipse_drop import ipopt_settings, noise_origin, tracking_noise
+from physid.spec import load_spec, with_overrides
+from physid.vision.tracking import noise_scale
+
+
+def test_noise_scale_recovers_the_true_factor():
+    # distances whose real scatter is 3x what the model's std says: s = 3 to within the
+    # median's sampling error (~7 % for 1000 frames), whatever the per-frame std
+    rng = np.random.default_rng(0)
+    std = rng.uniform(0.01e-3, 0.05e-3, 1000)
+    dist = 0.05 + 3.0 * std * rng.standard_normal(1000)
+    dist[::50] += 1e-3  # a few bad frames do not set it (median, not mean)
+    scale, n = noise_scale(dist, std)
+    assert n == 1000
+    assert scale == pytest.approx(3.0, rel=0.1)
+    assert noise_scale(dist[:5], std[:5]) == (1.0, 5)  # too few frames: no scaling
+
+
+def test_estimator_noise_from_the_pose_file_unless_the_spec_sets_it(tmp_path):
+    path = tmp_path / "poses.csv"
+    rows = ["t,x,y,theta,std_x,std_y,std_theta,rigid_err,px_sigma,frame,valid"]
+    rows += [f"{k / 240},0.1,0.2,0.3,3e-05,4e-05,0.001,0,0.1,{k},1" for k in range(10)]
+    rows += ["0.05,nan,nan,nan,nan,nan,nan,nan,nan,10,0"]
+    path.write_text("\n".join(rows) + "\n")
+    ok = np.array([True] * 10 + [False])
+    noise = tracking_noise(path, ok)
+    assert noise == pytest.approx((np.sqrt((3e-5**2 + 4e-5**2) / 2), 1e-3))
+    spec = load_spec("ellipse_drop")
+    s = ipopt_settings(spec, noise)
+    assert (s.sigma_pos, s.sigma_theta) == pytest.approx(noise)
+    assert "tracker" in noise_origin(spec, noise)
+    # a pose file without std columns (physid simulate): the paper's 1 mm / 1 mrad
+    plain = tmp_path / "plain.csv"
+    plain.write_text("t,x,y,theta\n0,0,0,0\n")
+    assert tracking_noise(plain, np.array([True])) is None
+    assert ipopt_settings(spec, None).sigma_pos == 1e-3
+    # the spec's [method] wins, and the estimate says so
+    own = with_overrides(spec, {"method.sigma_pos": "0.2 mm", "method.sigma_theta": "2 mrad"})
+    s = ipopt_settings(own, noise)
+    assert (s.sigma_pos, s.sigma_theta) == pytest.approx((2e-4, 2e-3))
+    assert "spec" in noise_origin(own, noise)
