@@ -113,6 +113,12 @@ def find_static_circles(
     used = set(ref_i.tolist())
     gnd_i = []
     for g in scene.ground:
+        local = _local_circle(gray, camera, pose, g, scene.ground_radius)
+        if local is not None:  # searched against the bar the circle is on
+            blobs.append(local)
+            world = np.vstack([world, [g + _offset(camera, pose, local, g)]])
+            gnd_i.append(len(blobs) - 1)
+            continue
         d = np.linalg.norm(world - g, axis=1)
         d[list(used)] = np.inf
         j = int(np.argmin(d))
@@ -179,6 +185,46 @@ def _same_quadrilateral(image: np.ndarray, world: np.ndarray) -> bool:
     img = turns(np.asarray(image, float) * [1.0, -1.0])
     ref = turns(np.asarray(world, float))
     return bool(np.all(np.sign(img) == np.sign(ref[0])) and np.all(np.sign(ref) == np.sign(ref[0])))
+
+
+def _offset(camera: Camera, pose: PlanePose, blob: Blob, nominal) -> np.ndarray:
+    """World position of ``blob`` minus ``nominal`` (m)."""
+    return pose.to_world(camera.normalize(np.array([[blob.x, blob.y]])))[0] - nominal
+
+
+def _local_circle(gray, camera: Camera, pose: PlanePose, nominal, radius: float) -> Blob | None:
+    """The round dark blob nearest to the plane point ``nominal`` (<= GROUND_SEARCH) found
+    against its own surroundings: the window around the search area is divided by its
+    envelope over a square of ~2.5 circle radii (so a circle on a bar is judged against
+    the bar, even where the whole bar is dark against a light sheet and merged with it in
+    the frame-wide mask) and cut half-way to its darkest ratio. None if there is none."""
+    ang = np.linspace(0, 2 * np.pi, 24, endpoint=False)
+    ring = nominal + GROUND_SEARCH * np.column_stack([np.cos(ang), np.sin(ang)])
+    px = camera.project(np.column_stack([ring, 0 * ang]), pose.rvec, pose.t)
+    rim = camera.project(
+        np.array([[*nominal, 0.0], [nominal[0] + radius, nominal[1], 0.0]]), pose.rvec, pose.t
+    )
+    r_px = float(np.linalg.norm(rim[1] - rim[0]))
+    H, W = gray.shape
+    x0, y0 = np.clip(np.floor(px.min(axis=0) - r_px).astype(int), 0, [W, H])
+    x1, y1 = np.clip(np.ceil(px.max(axis=0) + r_px).astype(int), 0, [W, H])
+    if x1 - x0 < 4 * r_px or y1 - y0 < 4 * r_px:
+        return None
+    crop = gray[y0:y1, x0:x1]
+    ratio = darkness_ratio(crop, int(2.5 * r_px + 3))
+    cut = 0.5 * (1.0 + float(ratio.min()))
+    area = np.pi * r_px**2
+    found = [
+        b
+        for b in blobs_in_mask(dark_mask(ratio, cut), 0.3 * area, (x0, y0))
+        if b.area < 3 * area and roundness(b) >= MIN_ROUNDNESS
+    ]
+    best, best_d = None, GROUND_SEARCH
+    for b in found:
+        d = float(np.linalg.norm(_offset(camera, pose, b, nominal)))
+        if d <= best_d:
+            best, best_d = b, d
+    return best
 
 
 class _Failure:
