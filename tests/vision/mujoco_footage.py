@@ -45,8 +45,54 @@ DISK = 5e-6
 IMPRATIO = 1
 
 
+def isolated(name: str, *args, **kwargs):
+    """``name(*args, **kwargs)`` of this module, run in a fresh Python process.
+
+    Mesa's llvmpipe (behind EGL) and CasADi's libc++ cannot share a process: creating the
+    OpenGL context after ``import casadi`` aborts in libc++abi ("recursive
+    initialization"), and the test session imports CasADi long before it reaches the
+    vision tests. Arguments and result travel pickled."""
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "in.pkl", Path(tmp) / "out.pkl"
+        inp.write_bytes(pickle.dumps((name, args, kwargs)))
+        code = (
+            "import pickle, sys; sys.path.insert(0, sys.argv[1]); import mujoco_footage as m; "
+            "n, a, k = pickle.loads(open(sys.argv[2], 'rb').read()); "
+            "open(sys.argv[3], 'wb').write(pickle.dumps(getattr(m, n)(*a, **k)))"
+        )
+        here = str(Path(__file__).parent)
+        env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        run = subprocess.run(
+            [sys.executable, "-c", code, here, str(inp), str(out)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if run.returncode != 0:
+            raise RuntimeError(f"{name} failed in a subprocess:\n{run.stderr[-3000:]}")
+        return pickle.loads(out.read_bytes())
+
+
+_GL_PROBLEM: list = []
+
+
 def gl_problem() -> str | None:
-    """Why MuJoCo cannot render offscreen here (None if it can)."""
+    """Why MuJoCo cannot render offscreen here (None if it can); checked once, in a
+    subprocess (see ``isolated``)."""
+    if not _GL_PROBLEM:
+        try:
+            _GL_PROBLEM.append(isolated("_gl_problem_here"))
+        except RuntimeError as exc:
+            _GL_PROBLEM.append(str(exc).splitlines()[-1])
+    return _GL_PROBLEM[0]
+
+
+def _gl_problem_here() -> str | None:
     try:
         import mujoco
     except ImportError as exc:  # pragma: no cover - a test-only dependency
@@ -63,6 +109,30 @@ def gl_problem() -> str | None:
             "libgl1-mesa-dri)"
         )
     return None
+
+
+def disk_centroid_offset(W: int = 320, H: int = 200, f: float = 300.0) -> tuple[float, float]:
+    """Centroid (px) of a black disk on the optical axis of a MuJoCo pinhole render, minus
+    (W/2 - 1/2, H/2 - 1/2): zero if the principal point is where ``FisheyeView`` puts it."""
+    import mujoco
+
+    fovy = np.degrees(2 * np.arctan(H / 2 / f))
+    xml = f"""<mujoco><visual><global offwidth="{W}" offheight="{H}"/>
+      <headlight ambient="1 1 1" diffuse="0 0 0"/></visual><worldbody>
+      <camera name="c" pos="0 -0.3 0" xyaxes="1 0 0 0 0 1" fovy="{fovy}"/>
+      <geom type="box" size="1 0.001 1" pos="0 0.01 0" rgba="1 1 1 1"/>
+      <geom type="cylinder" size="0.02 {DISK}" pos="0 0 0" zaxis="0 1 0" rgba="0 0 0 1"/>
+      </worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    with mujoco.Renderer(model, H, W) as r:
+        r.update_scene(data, camera="c")
+        img = r.render()[..., 0].astype(float)
+    w = 255.0 - img
+    ys, xs = np.mgrid[:H, :W]
+    cx, cy = (w * xs).sum() / w.sum(), (w * ys).sum() / w.sum()
+    return float(cx - (W / 2 - 0.5)), float(cy - (H / 2 - 0.5))
 
 
 # --------------------------------------------------------------------------- scene geometry

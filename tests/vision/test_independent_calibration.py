@@ -4,19 +4,21 @@ fit). Issue 27 acceptance: fx, fy, cx, cy within 0.05 %."""
 
 import numpy as np
 import pytest
-from mujoco_footage import CameraSetup, gl_problem, render_board_video
+from mujoco_footage import CameraSetup, gl_problem, isolated
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(gl_problem() is not None, reason=str(gl_problem())),
 ]
 
 
 def test_independent_camera_intrinsics_within_0_05_percent(tmp_path):
+    problem = gl_problem()
+    if problem is not None:
+        pytest.skip(problem)
     from physid.vision.calibrate import calibrate_video, detect_board
 
     setup = CameraSetup()
-    video, corners = render_board_video(tmp_path, "board", n_frames=40)
+    video, corners = isolated("render_board_video", tmp_path, "board", n_frames=40)
     report = calibrate_video(video, (9, 6), 0.02, "fisheye")
     K, K0 = report.camera.K, np.array(setup.K)
     err = [K[0, 0] / K0[0, 0] - 1, K[1, 1] / K0[1, 1] - 1, K[0, 2] / K0[0, 2] - 1]

@@ -13,10 +13,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from mujoco_footage import SHORT, CameraSetup, Rig, gl_problem, render_drop
+from mujoco_footage import SHORT, CameraSetup, Rig, gl_problem, isolated
 
 DATA = Path(__file__).parents[1] / "data" / "independent"
-needs_gl = pytest.mark.skipif(gl_problem() is not None, reason=str(gl_problem()))
+
+
+def require_gl():
+    """Skip, saying why, where MuJoCo cannot render offscreen (checked in a subprocess)."""
+    problem = gl_problem()
+    if problem is not None:
+        pytest.skip(problem)
 
 
 def _rms(err):
@@ -48,33 +54,14 @@ def tracked(clip):
     return track_video(clip.path, clip.camera, scene), scene
 
 
-@needs_gl
-def test_pinhole_principal_point_convention(tmp_path):
+def test_pinhole_principal_point_convention():
+    require_gl()
     # the fisheye remap assumes MuJoCo's pinhole principal point at (W/2 - 1/2, H/2 - 1/2)
-    # in OpenCV's pixel convention; render a lone dark disk on the optical axis and check
-    # where its centroid lands (0.05 px: a 40-px disk's anti-aliased centroid is exact to
-    # ~0.01 px, the half-pixel error this guards against is 10x that)
-    import mujoco
-
-    W, H, f = 320, 200, 300.0
-    fovy = np.degrees(2 * np.arctan(H / 2 / f))
-    xml = f"""<mujoco><visual><global offwidth="{W}" offheight="{H}"/>
-      <headlight ambient="1 1 1" diffuse="0 0 0"/></visual><worldbody>
-      <camera name="c" pos="0 -0.3 0" xyaxes="1 0 0 0 0 1" fovy="{fovy}"/>
-      <geom type="box" size="1 0.001 1" pos="0 0.01 0" rgba="1 1 1 1"/>
-      <geom type="cylinder" size="0.02 0.0005" pos="0 0 0" zaxis="0 1 0" rgba="0 0 0 1"/>
-      </worldbody></mujoco>"""
-    model = mujoco.MjModel.from_xml_string(xml)
-    data = mujoco.MjData(model)
-    mujoco.mj_forward(model, data)
-    with mujoco.Renderer(model, H, W) as r:
-        r.update_scene(data, camera="c")
-        img = r.render()[..., 0].astype(float)
-    w = 255.0 - img
-    ys, xs = np.mgrid[:H, :W]
-    cx, cy = (w * xs).sum() / w.sum(), (w * ys).sum() / w.sum()
-    assert abs(cx - (W / 2 - 0.5)) < 0.05
-    assert abs(cy - (H / 2 - 0.5)) < 0.05
+    # in OpenCV's pixel convention; a lone dark disk on the optical axis must land there
+    # (0.05 px: a 20-px disk's anti-aliased centroid is exact to ~0.01 px, the half-pixel
+    # error this guards against is 10x that)
+    dx, dy = isolated("disk_centroid_offset")
+    assert abs(dx) < 0.05 and abs(dy) < 0.05
 
 
 def test_every_frame_tracked_on_independent_footage(tracked):
@@ -138,14 +125,14 @@ def test_rig_and_camera_are_what_the_spec_says():
 
 
 @pytest.mark.slow
-@needs_gl
 def test_freshly_rendered_clip_tracks_like_the_committed_one(tmp_path, clip):
+    require_gl()
     from physid.spec import load_spec
     from physid.vision.scene import scene_from_spec
     from physid.vision.tracking import track_video
 
     name, mu, look, n, start = SHORT
-    fresh = render_drop(tmp_path, name, mu, look, n_frames=n, start=start)
+    fresh = isolated("render_drop", tmp_path, name, mu, look, n_frames=n, start=start)
     np.testing.assert_allclose(
         fresh.truth["poses"], clip.truth["poses"], atol=1e-6
     )  # m, rad: MuJoCo versions may differ in the last bits
