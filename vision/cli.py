@@ -103,7 +103,10 @@ def track(
             if k % 10 == 0:
                 bar.update(task, completed=k, fps=k / (time.perf_counter() - start))
 
-        result = track_video(video, camera, scene, progress=tick)
+        # a failed detection's annotated frame goes beside the pose file
+        result = track_video(
+            video, camera, scene, progress=tick, figure_dir=Path(out).resolve().parent
+        )
         bar.update(task, completed=len(result.t))
     elapsed = time.perf_counter() - start
     write_pose_csv(out, result.stream(), result.frame)
@@ -111,7 +114,8 @@ def track(
     valid = int((~result.missing.any(axis=1)).sum())
     console.print(
         f"{n} frames in {elapsed:.1f} s ({n / elapsed:.0f} frames/s); {valid} poses, "
-        f"{n - valid} masked; ground alpha {result.ground_alpha:.4f} rad"
+        f"{n - valid} masked; ground alpha {result.ground_alpha:.4f} rad; tracking noise "
+        f"model scaled by {result.stats.get('noise_scale', 1.0):.2f} on this video"
     )
     console.print(f"[green]wrote[/green] {out} (+ {out.name}.json)")
     if overlay is not None:
