@@ -50,23 +50,25 @@ _DILATE = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (7, 7))
 NOISE_FLOOR = 2.0
 
 
-def local_background(gray: np.ndarray, size: int) -> np.ndarray:
+def local_background(gray: np.ndarray, size: int, smooth: bool = True) -> np.ndarray:
     """Upper envelope of the image (float32, grey levels): the brightest level within a
-    ``size`` x ``size`` px square, smoothed over the same square. A dark feature narrower
-    than the square (a circle, a marker) is replaced by the surface around it; a smooth
-    lighting gradient or vignetting is followed."""
+    ``size`` x ``size`` px square, smoothed over the same square (``smooth``; the small
+    windows of per-frame tracking skip it: it is ~40 % of their cost and only rounds the
+    envelope's corners). A dark feature narrower than the square (a circle, a marker) is
+    replaced by the surface around it; a smooth lighting gradient or vignetting is
+    followed."""
     size = max(3, int(size) | 1)
     kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
     env = cv2.dilate(gray, kernel).astype(np.float32)
-    return cv2.blur(env, (size, size))
+    return cv2.blur(env, (size, size)) if smooth else env
 
 
-def darkness_ratio(gray: np.ndarray, size: int) -> np.ndarray:
+def darkness_ratio(gray: np.ndarray, size: int, smooth: bool = True) -> np.ndarray:
     """``gray / local_background`` (float32): 1 on a surface whatever its grey level or
     lighting, ink/paper (~0.2-0.5 after gamma) on a circle. Contrast is judged against the
     surface a circle is printed on, so a grey bar next to the circles (~0.8-0.95 of the
     paper around it) is never darker than the circles on it."""
-    bg = local_background(gray, size)
+    bg = local_background(gray, size, smooth)
     return gray.astype(np.float32) / np.maximum(bg, 1.0)
 
 
@@ -188,25 +190,32 @@ def weighted_centre(
 def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
     """Background plane (float32 image of ``raw``'s shape) fitted to the two-pixel border
     of ``raw``, and the noise (grey levels, MAD of the border about the plane, at least
-    ``NOISE_FLOOR``)."""
+    ``NOISE_FLOOR``). Robust: a border that crosses a neighbouring dark thing (the bar
+    beside a ground circle) is fitted without it: first a flat level (median, MAD), then
+    two plane fits of the pixels within 4 (then 3) MADs. Normal equations of the 3-vector
+    solved directly (this runs for every marker of every frame)."""
     h, w = raw.shape
-    edge = np.zeros((h, w), bool)
-    edge[:2], edge[-2:], edge[:, :2], edge[:, -2:] = True, True, True, True
-    ys, xs = np.nonzero(edge)
+    ys = np.concatenate([np.repeat([0, 1, h - 2, h - 1], w), np.tile(np.arange(2, h - 2), 4)])
+    xs = np.concatenate([np.tile(np.arange(w), 4), np.repeat([0, 1, w - 2, w - 1], max(h - 4, 0))])
     vals = raw[ys, xs].astype(np.float64)
     A = np.column_stack([np.ones(xs.size), xs - w / 2, ys - h / 2])
-    # robust: a border that crosses a neighbouring dark thing (the bar beside a ground
-    # circle) is fitted without it. First pass flat (median, MAD), then two plane fits.
-    res = vals - np.median(vals)
-    mad = 1.4826 * float(np.median(np.abs(res)))
+    half = vals.size // 2
+    level = float(np.partition(vals, half)[half])
+    res = vals - level
+    mad = 1.4826 * float(np.partition(np.abs(res), half)[half])
     keep = np.abs(res) <= max(4.0 * mad, 3.0)
-    coef = np.array([np.median(vals), 0.0, 0.0])
+    coef = np.array([level, 0.0, 0.0])
     for _ in range(2):
         if keep.sum() < 6:
             break
-        coef = np.linalg.lstsq(A[keep], vals[keep], rcond=None)[0]
+        Ak = A[keep]
+        try:
+            coef = np.linalg.solve(Ak.T @ Ak, Ak.T @ vals[keep])
+        except np.linalg.LinAlgError:
+            break
         res = vals - A @ coef
-        mad = 1.4826 * float(np.median(np.abs(res[keep])))
+        kept = np.abs(res[keep])
+        mad = 1.4826 * float(np.partition(kept, kept.size // 2)[kept.size // 2])
         keep = np.abs(res) <= max(3.0 * mad, 1.5)
     gx = np.arange(w, dtype=np.float32) - w / 2
     gy = np.arange(h, dtype=np.float32) - h / 2

@@ -187,7 +187,8 @@ class _State:
         if x1 - x0 < 3 or y1 - y0 < 3:
             return []
         area = np.pi * self.r_px**2
-        ratio = darkness_ratio(gray, int(2.5 * self.r_px + smear + 3))[y0:y1, x0:x1]
+        ratio = darkness_ratio(gray, int(2.5 * self.r_px + smear + 3), smooth=False)
+        ratio = ratio[y0:y1, x0:x1]
         mask = dark_mask(ratio, thr)
         blobs = blobs_in_mask(mask, min_area=0.2 * area, offset=(x0 + ox, y0 + oy))
         keep = []
