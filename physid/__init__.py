@@ -10,6 +10,6 @@ Installed, physid is this one import namespace. The repository keeps one folder 
 - ``physid.estimation``: estimation problems, solvers and their results.
 - ``physid.vision``: camera models, calibration, fiducial detection, tracking.
 - ``physid.rigs``: rig models built from specs (``rigs.models``), the encoder board
-  (``rigs.encoders``), the batch pipeline (``rigs.pipeline``) and the command line
+  (``rigs.encoders``), the batch pipeline (``rigs.pipeline.run``) and the command line
   (``rigs.cli``).
 """

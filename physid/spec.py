@@ -199,12 +199,26 @@ def load_spec(path: str | Path) -> RigSpec:
         sensors=dict(raw.get("sensors", {})),
         sections={k: v for k, v in raw.items() if k not in _KNOWN_TABLES},
     )
-    for key, entry in raw.get("fixed", {}).items():
+    for key, entry in _dotted(raw.get("fixed", {}), "value").items():
         si = _quantity(shell, f"fixed.{key}", entry)
-        shell.fixed[key] = Quantity(si, str(entry.get("unit", "")))
-    for key, entry in raw.get("parameters", {}).items():
+        unit = str(entry.get("unit", "")) if isinstance(entry, dict) else ""  # bare number: 1
+        shell.fixed[key] = Quantity(si, unit)
+    for key, entry in _dotted(raw.get("parameters", {}), "initial").items():
         shell.parameters[key] = _parameter(shell, key, entry)
     return shell
+
+
+def _dotted(table: dict, leaf_key: str, prefix: str = "") -> dict:
+    """Flatten TOML's dotted keys: ``arm.mass = { value = ... }`` parses as a table ``arm``
+    holding ``mass``; tree specs name values ``<body>.mass``, so tables without ``leaf_key``
+    are joined into dotted names."""
+    flat = {}
+    for key, entry in table.items():
+        if isinstance(entry, dict) and leaf_key not in entry and entry:
+            flat.update(_dotted(entry, leaf_key, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = entry
+    return flat
 
 
 _KNOWN_TABLES = {"rig", "fixed", "parameters", "method", "sensors"}

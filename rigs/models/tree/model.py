@@ -33,6 +33,7 @@ from physid.dynamics.tree import (
     default_dof_params,
 )
 from physid.errors import InputError
+from physid.units import parse_unit
 
 JOINT_TYPE_WORDS = {
     "hinge": REVOLUTE,
@@ -123,6 +124,10 @@ class TreeModel:
     def value(self, name: str) -> float:
         """The model's own value of ``name`` (SI)."""
         return float(_read(self.params, self.names[name]))
+
+    def values_of(self, params: TreeParams) -> dict[str, float]:
+        """Every named value of ``params`` (SI), in the model's name order."""
+        return {name: float(_read(params, address)) for name, address in self.names.items()}
 
     def with_values(self, values: Mapping[str, object]) -> TreeParams:
         """``params`` with the named values replaced (numbers or JAX tracers: differentiable)."""
@@ -334,16 +339,12 @@ def _name_table(tree: Tree, gravity: np.ndarray, input_units: Mapping[str, str])
     ):
         revolute = tree.joint_types[body] == REVOLUTE
         names[f"{name}.gear"] = ("actuators", "gear", (a,))
+        units[f"{name}.gear"] = gear_unit(kind, revolute, input_units.get(name))
         if kind == DC_MOTOR:
-            units[f"{name}.gear"] = "1" if revolute else "1/m"
             names[f"{name}.km"] = ("actuators", "km", (a,))
             units[f"{name}.km"] = "V s/rad"
             names[f"{name}.Rm"] = ("actuators", "Rm", (a,))
             units[f"{name}.Rm"] = "V/A"
-        else:
-            effort = "N m" if revolute else "N"
-            unit_in = input_units.get(name, effort)
-            units[f"{name}.gear"] = "1" if unit_in == effort else f"{effort}/{unit_in}"
     norm = float(np.linalg.norm(gravity))
     direction = gravity / norm if norm > 0 else np.array([0.0, 0.0, -1.0])
     names["gravity"] = ("gravity_magnitude", tuple(direction))
@@ -352,6 +353,23 @@ def _name_table(tree: Tree, gravity: np.ndarray, input_units: Mapping[str, str])
         names[f"gravity.{axis}"] = ("gravity", k)
         units[f"gravity.{axis}"] = "m/s^2"
     return names, units
+
+
+def effort_unit(revolute: bool) -> str:
+    """Unit of a generalized force on a revolute (N m) or prismatic (N) joint."""
+    return "N m" if revolute else "N"
+
+
+def gear_unit(kind: str, revolute: bool, input_unit: str | None) -> str:
+    """Unit of an actuator's gear: effort per input unit for a ``motor`` (dimensionless for
+    an input already in N m or N), a transmission ratio for a ``dc_motor`` (1, or 1/m from a
+    motor shaft to a slide)."""
+    if kind == DC_MOTOR:
+        return "1" if revolute else "1/m"
+    effort = effort_unit(revolute)
+    if input_unit is None or parse_unit(input_unit).dims == parse_unit(effort).dims:
+        return "1"
+    return f"{effort}/{input_unit}"
 
 
 def _read(params: TreeParams, address: tuple):
