@@ -28,6 +28,7 @@ from physid.dynamics.tree import (
     TreeParams,
     add_row,
     backward_wrenches,
+    body_poses,
     body_values,
     com_positions,
     forward_twists,
@@ -245,15 +246,33 @@ def inertial_from_vector(phi):
 def regressor(tree: Tree, params: TreeParams, q, qd, qdd):
     """Y(q, q̇, q̈) [n, 10 nb] with Y φ = rnea(q, q̇, q̈) − armature · q̈ for the inertial
     parameters φ = ``inertial_vector(params)`` (Atkeson et al.: each body's wrench is linear
-    in its φ, A(v_i, a_i) φ_i, and RNEA's backward pass is linear in the wrenches). Uses only
-    the kinematic parameters of ``params``."""
+    in its φ, f_i = A(v_i, a_i) φ_i, and joint j carries the wrenches of its subtree). Uses
+    only the kinematic parameters of ``params``.
+
+    The subtree sums are taken in world coordinates, where they need no recursion:
+    Y_j,i = (Ad_{T_wj} s_j)ᵀ (Ad*_{T_wi⁻¹} A_i) for body i at or below joint j, else 0."""
     R, p, S, v, eta = _kinematics(tree, params, q, qd)
     a = _accelerations(tree, params, R, p, S, eta, qdd)
     A = jnp.swapaxes(spatial.wrench_regressor(v, a), -1, -2)  # [nb, 10, 6]: 10 wrenches
+    Rw, pw = body_poses(tree, params, q)
+    A_world = spatial.force_to_parent(Rw[:, None], pw[:, None], A)  # [nb, 10, 6]
+    S_world = spatial.motion_to_parent(Rw, pw, S)  # [nb, 6]
+    dofs = np.asarray(tree.dof_bodies, dtype=int)
+    below = _subtree_mask(tree)[dofs]  # [n, nb]: body i at or below joint j
+    Y = jnp.sum(S_world[dofs][:, None, None, :] * A_world[None], axis=-1)  # [n, nb, 10]
+    return (Y * below[:, :, None]).reshape(len(dofs), 10 * tree.n_bodies)
+
+
+def _subtree_mask(tree: Tree) -> np.ndarray:
+    """mask[j, i] = 1 where body i is body j or one of its descendants."""
     nb = tree.n_bodies
-    # Body i's 10 wrenches fill rows 10 i .. 10 i + 9 of a [10 nb, 6] block of wrenches.
-    blocks = (A[:, None, :, :] * jnp.eye(nb)[:, :, None, None]).reshape(nb, 10 * nb, 6)
-    return _joint_forces(tree, S, backward_wrenches(tree, R, p, blocks))
+    mask = np.eye(nb)
+    for i in range(nb):
+        j = tree.parents[i]
+        while j >= 0:
+            mask[j, i] = 1.0
+            j = tree.parents[j]
+    return mask
 
 
 # --- energy ----------------------------------------------------------------------------------
