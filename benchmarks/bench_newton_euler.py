@@ -26,11 +26,11 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 
-import dynamics  # noqa: F401
-from dynamics import newton_euler
-from dynamics.tree import BodyParams
-from rigs.tree.mjcf import read_model_file
-from rigs.tree.model import build_model
+import physid.dynamics  # noqa: F401
+from physid.dynamics import newton_euler
+from physid.dynamics.tree import BodyParams
+from physid.rigs.models.tree.mjcf import read_model_file
+from physid.rigs.models.tree.model import build_model
 
 DATA = Path(__file__).parents[1] / "tests" / "data" / "trees"
 REPEATS = 5

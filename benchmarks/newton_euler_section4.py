@@ -14,10 +14,15 @@ import time
 
 import numpy as np
 
-import dynamics  # noqa: F401
-from estimation.nea_experiments import Section4Config, cartpole_rods, furuta_rods, run_section4
-from rigs.spec import load_spec
-from rigs.tree.rig import load_tree_rig
+import physid.dynamics  # noqa: F401
+from physid.estimation.nea_experiments import (
+    Section4Config,
+    cartpole_rods,
+    furuta_rods,
+    run_section4,
+)
+from physid.rigs.models.tree.rig import load_tree_rig
+from physid.spec import load_spec
 
 
 def _cart_centering(q, qd):

@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics  # noqa: F401  (float64)
-from dynamics import actuators
-from dynamics.integrators import rk4_step, rollout_rk4
-from dynamics.tree import Tree, TreeParams
+import physid.dynamics  # noqa: F401  (float64)
+from physid.dynamics import actuators
+from physid.dynamics.integrators import rk4_step, rollout_rk4
+from physid.dynamics.tree import Tree, TreeParams
 
 
 def drive_forces(tree: Tree, params: TreeParams, u):
@@ -297,7 +297,7 @@ def run_section4(tree, params_true, make_named, config: Section4Config, dataset:
     (physical parameters), then roll both out at 250 Hz on a held-out trajectory.
 
     ``make_named(values)`` maps named values to the model (``TreeRig.make_params``)."""
-    from estimation import newton_euler_id as nid
+    from physid.estimation import newton_euler_id as nid
 
     rng = np.random.default_rng(seed)
     phys = config.physical
@@ -380,7 +380,7 @@ def run_section4(tree, params_true, make_named, config: Section4Config, dataset:
 
 def _true_theta(tree, params, data) -> np.ndarray:
     """θ of the true model in the regression's columns (φ, then joint terms)."""
-    from dynamics import newton_euler
+    from physid.dynamics import newton_euler
 
     rest = []
     for name in data.names[data.n_inertial :]:

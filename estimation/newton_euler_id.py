@@ -27,9 +27,9 @@ import scipy.linalg
 import scipy.optimize
 import scipy.signal
 
-import dynamics  # noqa: F401  (float64)
-from dynamics import actuators, newton_euler
-from dynamics.tree import Tree, TreeParams
+import physid.dynamics  # noqa: F401  (float64)
+from physid.dynamics import actuators, newton_euler
+from physid.dynamics.tree import Tree, TreeParams
 
 # --- derivatives of sampled positions -------------------------------------------------------
 

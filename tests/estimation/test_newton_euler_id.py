@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import newton_euler
-from estimation import newton_euler_id as nid
-from estimation.consistency import BodyInertia, pseudo_inertia
-from estimation.nea_experiments import uniform_dataset
-from rigs.spec import load_spec
-from rigs.tree.rig import load_tree_rig
+from physid.dynamics import newton_euler
+from physid.estimation import newton_euler_id as nid
+from physid.estimation.consistency import BodyInertia, pseudo_inertia
+from physid.estimation.nea_experiments import uniform_dataset
+from physid.rigs.models.tree.rig import load_tree_rig
+from physid.spec import load_spec
 
 
 def _section4():
@@ -87,7 +87,7 @@ def test_nea_recovers_exact_data_and_keeps_bodies_physical(cartpole):
     rig, d = cartpole
     import jax
 
-    from dynamics import actuators
+    from physid.dynamics import actuators
 
     tau = np.asarray(
         jax.jit(jax.vmap(lambda a, b: actuators.actuator_forces(rig.tree, rig.params, a, b)))(
