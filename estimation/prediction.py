@@ -99,6 +99,7 @@ class Prediction:
     departs_at: float | None = None
     notes: list[str] = field(default_factory=list)
     rms_whole: np.ndarray | None = None
+    measured: np.ndarray | None = None  # [n, m], NaN where a channel has no sample
 
     @property
     def noise(self) -> np.ndarray:
@@ -116,6 +117,27 @@ class Prediction:
     @property
     def poor(self) -> bool:
         return bool(np.any(self.ratio > POOR_FIT))
+
+    def series(self, t0: float = 0.0) -> dict:
+        """The per-sample arrays for a plot: time (s, from ``t0``), measured and predicted
+        per channel (None where absent), as plain lists."""
+        y = np.full(self.predicted.shape, np.nan) if self.measured is None else self.measured
+        return {
+            "kind": self.kind,
+            "data": self.label,
+            "t": (np.asarray(self.t) - t0).tolist(),
+            "channels": [
+                {
+                    "name": c.name,
+                    "unit": c.unit,
+                    "noise": c.noise,
+                    "period": c.period,
+                    "measured": _listed(y[:, i]),
+                    "predicted": _listed(self.predicted[:, i]),
+                }
+                for i, c in enumerate(self.channels)
+            ],
+        }
 
     def to_dict(self) -> dict:
         """The JSON summary (no per-sample arrays)."""
@@ -143,6 +165,14 @@ class Prediction:
             "departs_at_s": self.departs_at,
             "notes": list(self.notes),
         }
+
+
+def _listed(a: np.ndarray) -> list:
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(a, float)]
+
+
+def _measured(obs: Observations) -> np.ndarray:
+    return np.where(obs.present, obs.y, np.nan)
 
 
 def difference(pred: np.ndarray, y: np.ndarray, channels) -> np.ndarray:
@@ -195,7 +225,9 @@ def k_step_ahead(
         predicted[s + 1 : s + k + 1] = pred[b, 1:]
     err = difference(predicted, obs.y, channels)
     rms, count = _rms(err, obs.present)
-    return Prediction("k-step", label, k, channels, obs.t, predicted, rms, count)
+    return Prediction(
+        "k-step", label, k, channels, obs.t, predicted, rms, count, measured=_measured(obs)
+    )
 
 
 def refine_initial_state(
@@ -267,8 +299,9 @@ def free_run(
     ]
     departs = _departure(obs.t, err, obs.present, channels, window)
     return Prediction(
-        "free run", label, horizon, channels, obs.t, pred, rms, count, departs, notes, whole
-    )
+        "free run", label, horizon, channels, obs.t, pred, rms, count, departs, notes, whole,
+        _measured(obs),
+    )  # fmt: skip
 
 
 def _departure(t, err, present, channels, window: int) -> float | None:

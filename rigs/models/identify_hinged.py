@@ -450,15 +450,20 @@ def identify_series(
     holdout = held_out_tail(spec, rig, problem, res, series_list[0], marks[0], settings, say)
     if holdout is not None:
         predictions += holdout.pop("predictions")
+    # Each plot's time origin: the first log's start for its fit and its held-out tail (they
+    # share its time axis), each other log's own start.
+    origins = [float(series_list[0]["grid"][0])] * len(predictions)
     cv_costs = []
     for label, series, mk in zip(labels[1:], series_list[1:], marks[1:], strict=True):
         cv_problem, cv = estimate_states(spec, rig, series, fitted, mk)
         cv_costs.append(cv.cost / len(series["grid"]))
         fits.append(_fit(cv_problem, cv.X, series, cv.cost))
-        predictions += validate_hinged.predict(
+        more = validate_hinged.predict(
             rig, fitted, series, cv.X, cv_problem.observed_angles(cv.X), settings,
             validate_hinged.channels(spec, rig, mk), mk, label,
         )  # fmt: skip
+        predictions += more
+        origins += [float(series["grid"][0])] * len(more)
         say(f"  cross-validation on {label}: cost/step {cv_costs[-1]:.4e}")
     for p in predictions:
         say(f"  {_prediction_line(p)}")
@@ -501,6 +506,7 @@ def identify_series(
             "markers": [mk.m if mk is not None else 0 for mk in marks],
             "consistency": _consistency_report(problem, res, cov, theta0),
             "std_at_stop": _named(names, cov.std),
+            "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
             **extra,
         },
         status=status.to_dict(),
