@@ -118,14 +118,18 @@ class Prediction:
     def poor(self) -> bool:
         return bool(np.any(self.ratio > POOR_FIT))
 
-    def series(self, t0: float = 0.0) -> dict:
-        """The per-sample arrays for a plot: time (s, from ``t0``), measured and predicted
-        per channel (None where absent), as plain lists."""
+    def series(self, t0: float = 0.0, max_points: int = 1500) -> dict:
+        """The arrays for a plot: time (s, from ``t0``), measured and predicted per channel
+        (None where absent), as plain lists, every j-th sample so that at most
+        ``max_points`` remain (a plot shows no more; estimate.json stays small)."""
         y = np.full(self.predicted.shape, np.nan) if self.measured is None else self.measured
+        j = max(1, -(-len(self.t) // max_points))
+        y, predicted = y[::j], self.predicted[::j]
         return {
             "kind": self.kind,
             "data": self.label,
-            "t": (np.asarray(self.t) - t0).tolist(),
+            "every": j,
+            "t": (np.asarray(self.t)[::j] - t0).tolist(),
             "channels": [
                 {
                     "name": c.name,
@@ -133,7 +137,7 @@ class Prediction:
                     "noise": c.noise,
                     "period": c.period,
                     "measured": _listed(y[:, i]),
-                    "predicted": _listed(self.predicted[:, i]),
+                    "predicted": _listed(predicted[:, i]),
                 }
                 for i, c in enumerate(self.channels)
             ],

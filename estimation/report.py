@@ -30,6 +30,8 @@ from physid.estimation.estimate import Estimate
 
 FAR = 3.0  # a value more than FAR of its own std from the truth is flagged
 VERDICT_CSS = {"good fit": "good", "poor fit": "poor", "not converged": "notconv"}
+# (an estimate without validation, "not checked", is shown like a poor fit: nothing vouches
+# for it)
 
 
 @functools.cache
@@ -270,7 +272,7 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
     """The HTML report of one finished experiment (``folder`` holds its other outputs)."""
     name = summary["experiment"]
     checked = estimate.validation or {}
-    word = checked.get("verdict") or ("good fit" if estimate.converged else "not converged")
+    word = checked.get("verdict") or ("not checked" if estimate.converged else "not converged")
     checks = estimate.extra.get("prediction_series") or []
     params = {k: vars(v) for k, v in estimate.parameters.items()}
     context = {

@@ -134,12 +134,16 @@ def residual_checks(
                 f"under-fitting on {c['name']}: residual RMS {c['rms']:.2g} {c['unit']} is "
                 f"{c['rms_over_data_noise']:.1f} times the data's own noise {c['data_noise']:.2g}"
             )
-        if c.get("samples") and not c["white"]:
-            out["findings"].append(
-                f"correlated residuals on {c['name']} (lag-1 autocorrelation "
-                f"{c['lag1_autocorrelation']:.2f}, Ljung–Box p = {c['ljung_box_p']:.1g}): "
-                "model error, an unmodelled input, or a sensor whose error is not white"
-            )
+    correlated = [c for c in per if c.get("samples") and not c["white"]]
+    if correlated:
+        listed = ", ".join(
+            f"{c['name']} (lag-1 {c['lag1_autocorrelation']:.2f})" for c in correlated
+        )
+        out["findings"].append(
+            f"residuals correlated in time (Ljung–Box p < {WHITENESS_P:g}) on {listed}: model "
+            "error, an unmodelled input, or a sensor whose error is not white (quantized "
+            "encoders at low speed)"
+        )
     if dynamics is not None and dynamics_level:
         d = np.asarray(dynamics, float)
         rms = float(np.sqrt(np.mean(d**2))) if d.size else math.nan
