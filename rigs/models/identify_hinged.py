@@ -64,6 +64,9 @@ def method_settings(spec: RigSpec) -> dict:
         "eps_fric": spec.method_value("eps_fric", "rad/N m s", EPS_FRIC),
         "alpha_shrink": spec.method_value("alpha_shrink", "1", LMSettings.alpha_shrink),
         "model_error": _flag(spec, "model_error"),
+        "model_error_iterations": int(
+            spec.method_value("model_error_iterations", "1", LMSettings.max_iter)
+        ),
         # Prediction checks (issue 24): k of the k-step-ahead check as a time, the fraction
         # of the first log held out at its end (predicted by a refit on the rest), and the
         # number of blocks of the batch-means covariance.
@@ -470,7 +473,7 @@ def identify_series(
     residuals = validate_hinged.residual_report(
         problem, res.X, res.theta, series_list[0], chans, marks[0]
     )
-    findings = list(residuals["findings"]) + _input_findings(rig, names, series_list, labels)
+    findings = list(residuals["findings"]) + _input_findings(rig, series_list, labels)
     residuals["findings"] = findings
     checked = validation(
         status, predictions, parameters, residuals, _std_covers(settings, noise, chans),
@@ -584,12 +587,11 @@ def _std_covers(settings: dict, noise, chans) -> str:
     return text + ". It does not cover errors of the fixed values or of the model's form."
 
 
-def _input_findings(rig, names, series_list, labels) -> list[str]:
+def _input_findings(rig, series_list, labels) -> list[str]:
     """A log whose control column is non-zero on a rig the input does not act on: the model
-    ignores it (a torque-driven log identified with a rig without actuator)."""
-    params = rig.make_params({k: v for k, v in rig.values.items()})
-    gains = [float(hp.K) for hp in params.hinges]
-    if "K" in names or any(g != 0 for g in gains):
+    ignores it (a torque-driven log identified with a rig without actuator: no hinge with a
+    motor row)."""
+    if any(h.motor for h in rig.system.hinges):
         return []
     out = []
     for label, series in zip(labels, series_list, strict=True):
@@ -597,7 +599,7 @@ def _input_findings(rig, names, series_list, labels) -> list[str]:
         if top > 0:
             out.append(
                 f"{label}: the control input u reaches {top:.3g} V but the rig has no actuator "
-                "(no motor gain K): the model ignores the drive"
+                "(no hinge with a motor): the model ignores the drive"
             )
     return out
 
@@ -654,7 +656,7 @@ def held_out_tail(spec, rig, problem, result, series: dict, markers, settings, s
     head_values = head_res.theta * head_problem.scale
     head_cov = fitted_covariance(head_problem, head_res)
     full_cov = fitted_covariance(problem, result)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         z = (head_values - values) / np.sqrt(np.maximum(head_cov.std**2 - full_cov.std**2, 0))
     t_split = float(series["grid"][n_head - 1] - series["grid"][0])
     say(
@@ -767,6 +769,10 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
     μ2 and tilt_z (docs/lm-estimator.md)."""
     settings = method_settings(spec)
     settings["h"] /= 2
+    # From the h solution, at the last κ, without the states-only warm-up (the start is a
+    # fit), for at most [method] model_error_iterations joint iterations.
+    settings["kappa"] = settings["kappa_final"]
+    settings["max_iter"] = settings["model_error_iterations"]
     names = list(problem.names)
     fitted = np.unwrap(problem.observed_angles(result.X), axis=0)
     half = halve_series(series, fitted)
@@ -775,7 +781,7 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
     marks = halve_markers(markers)
     refit, res, *_ = _fit_series(
         rig, spec, names, half, settings, values, marks, sigma_ref,
-        lambda p: np.array([values[k] for k in names]) / p.scale,
+        lambda p: np.array([values[k] for k in names]) / p.scale, warm=True,
     )  # fmt: skip
     return res.theta * refit.scale
 

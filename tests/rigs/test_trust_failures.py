@@ -3,7 +3,9 @@ and identified through ``identify_series``: flagged, never identifiable with a f
 never converged without a passed test, and judged by prediction.
 
 All three logs have the same length and grid, so the LM and the prediction checks compile
-once for the three fits (~1 s of motion on a 4 ms grid: 251 steps)."""
+once for the three fits (1 s of motion on a 4 ms grid: 251 steps). Slow: on the shared
+2-core machine (load ~12) each fit took ~12 min; they are the issue's acceptance tests, the
+rules they check are also tested directly and fast in tests/estimation/test_flags.py."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from physid.dynamics.multibody import System
 from physid.dynamics.spook import simulate as spook_simulate
 from physid.estimation.estimate import Estimate, Result
-from physid.estimation.flags import bound_flags
 from physid.rigs.models import pendulum
 from physid.rigs.models.identify_hinged import identify_series, series_on_grid
 from physid.spec import load_spec, with_parameters
 from physid.streams import Stream
+
+pytestmark = pytest.mark.slow
 
 H_SIM, H_FIT, DURATION = 1e-3, 4e-3, 1.0
 NOISE = 1e-3  # rad, the spec's stated encoder noise
@@ -34,11 +38,11 @@ def _log(drive_volts: float, seed: int) -> Stream:
     rig = pendulum.build(spec)
     params = rig.make_params({k: jnp.asarray(v) for k, v in rig.values.items()})
     params = params._replace(hinges=(params.hinges[0]._replace(K=jnp.asarray(0.1)),))
+    motor = System(1, (replace(rig.system.hinges[0], motor=True),))
     t = np.arange(int(round(DURATION / H_SIM)) + 1) * H_SIM
     u = drive_volts * np.cos(2 * np.pi * 1.2 * t)
     q0 = rig.state_from_angles(jnp.array([1.0]))
-    (r, e), _ = spook_simulate(rig.system, params, q0, jnp.zeros((1, 6)), jnp.asarray(u[:-1]),
-                               H_SIM)  # fmt: skip
+    (r, e), _ = spook_simulate(motor, params, q0, jnp.zeros((1, 6)), jnp.asarray(u[:-1]), H_SIM)
     angles = np.unwrap(np.array([float(rig.observe((r[k], e[k]))[0]) for k in range(len(t))]))
     noisy = angles + np.random.default_rng(seed).normal(0.0, NOISE, angles.shape)
     return Stream(t, np.column_stack([noisy, u]), ("theta", "u"), ("rad", "V"),
@@ -49,8 +53,9 @@ def _identify(log: Stream, method: dict | None = None, box: dict | None = None) 
     spec = load_spec("pendulum")
     if box:
         spec = with_parameters(spec, box)
+    # No held-out tail: its refit would double the time, and each failure shows without it.
     spec = replace(spec, method={**spec.method, "h": {"value": H_FIT, "unit": "s"},
-                                 **(method or {})})  # fmt: skip
+                                 "holdout": 0.0, **(method or {})})  # fmt: skip
     rig = pendulum.build(spec)
     series = series_on_grid(log, rig.channels, H_FIT, "test log")
     est, _ = identify_series(spec, rig, [series], labels=["test log"])
@@ -65,8 +70,10 @@ def driven():
 
 @pytest.fixture(scope="module")
 def iteration_limit():
-    """An undriven log, LM stopped after 2 iterations."""
-    return _identify(_log(0.0, seed=1), {"max_iter": 2})
+    """An undriven log, LM started with J 5 times the truth and stopped after 1 iteration.
+    (After 2 iterations from the spec's 0.005 kg m² the Gauss–Newton test already passes:
+    that stop is a converged fit, rightly called so.)"""
+    return _identify(_log(0.0, seed=1), {"max_iter": 1}, box={"J": (0.02, 1e-5, 0.1)})
 
 
 @pytest.fixture(scope="module")
@@ -117,12 +124,3 @@ def test_a_parameter_on_its_bound_has_no_std_and_is_not_identified(bound):
     assert not J.identifiable and J.std == math.inf and "upper bound" in J.reason
     # The model with J held 10 % low mispredicts the swing: the verdict says so.
     assert bound.verdict == "poor fit", bound.validation["summary"]
-
-
-def test_a_round_off_image_of_a_bound_is_on_it():
-    # b2 = 2.9e-12 N m s/rad above its bound 0, scale 1e-4: seen on the Furuta, reported
-    # as identified. Within 1e-6 of the scale it is on the bound.
-    assert bound_flags([2.9e-12, 1e-6], [0.0, 0.0], [0.1, 0.1], [1e-4, 1e-4]).tolist() == [
-        "lower",
-        "",
-    ]
