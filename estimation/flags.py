@@ -76,7 +76,11 @@ def flag_parameters(
             name, float(std[i]), float(magnitude[i]), status, at_bound[i], lower_bound[i],
             unexcited,
         )  # fmt: skip
-        shown_std = float(std[i]) if reason is None or _std_kept(reason) else math.inf
+        # Bounds, a failed convergence test and bound-only values void the std; a weakly
+        # excited parameter keeps its (large, finite) std: it is honest, only no
+        # identification.
+        voided = at_bound[i] or not status.converged or lower_bound[i]
+        shown_std = math.inf if voided else float(std[i])
         out[name] = ParameterEstimate(
             value=float(values[i]),
             std=shown_std,
@@ -90,12 +94,6 @@ def flag_parameters(
 
 
 _TOO_LARGE = "its std exceeds half its magnitude"
-
-
-def _std_kept(reason: str) -> bool:
-    """A std larger than half the value is still a finite, honest std: kept, but the
-    parameter is not called identified."""
-    return reason.startswith(_TOO_LARGE)
 
 
 def _reason(name, std, magnitude, status, at_bound, lower_bound, unexcited) -> str | None:
@@ -114,7 +112,7 @@ def _reason(name, std, magnitude, status, at_bound, lower_bound, unexcited) -> s
     if lower_bound:
         return "only a lower bound: the data bound it from below, not above"
     if name in unexcited:
-        return f"not excited by the data: {unexcited[name]}"
+        return f"not excited enough by the data: {unexcited[name]}"
     if not math.isfinite(std):
         return "not excited by the data (no finite std)"
     if std > REL_STD_LIMIT * magnitude:

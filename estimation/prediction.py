@@ -123,13 +123,19 @@ class Prediction:
         (None where absent), as plain lists, every j-th sample so that at most
         ``max_points`` remain (a plot shows no more; estimate.json stays small)."""
         y = np.full(self.predicted.shape, np.nan) if self.measured is None else self.measured
-        j = max(1, -(-len(self.t) // max_points))
-        y, predicted = y[::j], self.predicted[::j]
+        # The rows with a sample (all of an encoder log's, a camera's frames on a fine
+        # grid), every j-th of them.
+        rows = np.flatnonzero(np.any(np.isfinite(y), axis=1))
+        if rows.size == 0:
+            rows = np.arange(len(self.t))
+        j = max(1, -(-len(rows) // max_points))
+        rows = rows[::j]
+        y, predicted = y[rows], self.predicted[rows]
         return {
             "kind": self.kind,
             "data": self.label,
             "every": j,
-            "t": (np.asarray(self.t)[::j] - t0).tolist(),
+            "t": (np.asarray(self.t)[rows] - t0).tolist(),
             "channels": [
                 {
                     "name": c.name,

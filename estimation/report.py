@@ -351,9 +351,11 @@ def prediction_rows(predictions: list[dict]) -> list[list]:
 def _correlation(estimate: Estimate) -> dict:
     """The parameters' correlation matrix from the covariance ('—' where a std is not
     finite)."""
-    names = list(estimate.parameters)
     cov = estimate.covariance
-    if cov is None or len(names) < 2:
+    # The covariance covers the first parameters (the ellipse drop's restitution, read off
+    # the fitted impacts, has none of its own).
+    names = list(estimate.parameters)[: len(cov) if cov is not None else 0]
+    if len(names) < 2:
         return {"correlation_header": [], "correlation_rows": []}
     c = _array(np.asarray(cov, dtype=object).ravel()).reshape(len(names), len(names))
     std = np.sqrt(np.diag(c))

@@ -715,7 +715,7 @@ def _summary(exp: Experiment, status: str, **info) -> dict:
             cv_cost=est.cv_cost,
             iterations=est.iterations,
             converged=est.converged,
-            status=est.status,
+            fit_status=est.status,
             verdict=est.verdict,
             verdict_summary=(est.validation or {}).get("summary"),
             solver=est.solver,
