@@ -282,13 +282,14 @@ def ellipse_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: d
     files: dict[str, str] = {}
     warned: list[str] = []
     if exp.poses:
-        poses = exp.poses[0]
+        poses = list(exp.poses)  # several throws of one object are pooled (issue 24)
     elif exp.videos:
-        poses, spec = _track_drop(exp, spec, work, log, facts, files, warned)
+        tracked, spec = _track_drop(exp, spec, work, log, facts, files, warned)
+        poses = [tracked]
     else:
         raise InputError(f"{exp.name}: the ellipse drop needs a video or a pose CSV")
     log.begin("identify")
-    estimate = ellipse_drop.identify(spec, [poses], work, log, window=exp.window)
+    estimate = ellipse_drop.identify(spec, poses, work, log, window=exp.window)
     estimate = _with_report_series(estimate, _drop_series(estimate.extra))
     files["fit"] = "fit.png"
     return Result(estimate, facts, files, warned)
