@@ -29,6 +29,7 @@ import numpy as np
 from physid.estimation.estimate import Estimate
 
 FAR = 3.0  # a value more than FAR of its own std from the truth is flagged
+FINISHED = ("ok", "warning")  # experiments with a report (a warning: reported, with notes)
 VERDICT_CSS = {"good fit": "good", "poor fit": "poor", "not converged": "notconv"}
 # (an estimate without validation, "not checked", is shown like a poor fit: nothing vouches
 # for it)
@@ -497,6 +498,7 @@ def _facts(summary: dict) -> dict:
         sections.append(_dict_section(f"Encoder log {enc['file']}", enc))
     timings = summary.get("timings") or {}
     return {
+        "warnings": list(summary.get("warnings", [])),
         "facts": sections,
         "overlay": summary.get("files", {}).get("overlay", ""),
         "timing_rows": [[k, f"{v:.2f}"] for k, v in timings.items()],
@@ -553,18 +555,24 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
     status_rows = []
     for s in summaries:
         name, state = s["experiment"], s["status"]
-        if state == "ok":
+        notes = []
+        if state in FINISHED:
             link = {"text": name, "href": f"{name}/report.html"}
             note = "reused (inputs unchanged)" if s.get("skipped") else "identified"
-            cls = "ok"
+            cls = "ok" if state == "ok" else "warn"
+            notes += [f"warning: {w}" for w in s.get("warnings", [])]
         else:
             link = name
             note = s.get("error", "")
             cls = "bad"
+        notes += [
+            f"input outside the folder (--allow-outside): {p}" for p in s.get("outside_inputs", [])
+        ]
         verdict = s.get("verdict") or ""
-        details = (
-            {"html": f'{esc(note)} (<a href="{esc(s["log"])}">log</a>)'} if s.get("log") else note
-        )
+        html_note = esc(note) + "".join(f"<br>{esc(n)}" for n in notes)
+        if s.get("log"):
+            html_note += f' (<a href="{esc(s["log"])}">log</a>)'
+        details = {"html": html_note}
         status_rows.append(
             [
                 link,
@@ -576,7 +584,7 @@ def index_page(summaries: list[dict], title: str = "physid: experiments") -> str
         )
     by_rig: dict[str, list[dict]] = {}
     for s in summaries:
-        if s["status"] == "ok":
+        if s["status"] in FINISHED:
             by_rig.setdefault(s.get("rig_name", s["rig"]), []).append(s)
     rigs = [_rig_section(rig, group) for rig, group in by_rig.items()]
     return render("index.html", title=title, status_rows=status_rows, rigs=rigs)

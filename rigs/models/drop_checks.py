@@ -33,17 +33,18 @@ import numpy as np
 from physid.dynamics.planar_contact import GRAVITY, Ellipse, Ground, irc_step
 from physid.estimation.estimate import Result, Status
 from physid.estimation.flags import bound_flags
-from physid.estimation.ipopt_contact import _geometry_numeric, identify_contact
+from physid.estimation.ipopt_contact import (
+    _geometry_numeric,
+    assign_surfaces,
+    identify_contact,
+    surface_rows,
+)
 from physid.estimation.prediction import Channel, InitialState, Observations, free_run, k_step_ahead
 
 RESOLVED = 3.0  # an impulse, spin change or moment counts when above this many noise std
 BATCHES = 10  # blocks of frames of the batch-means covariance (as for the hinged rigs)
 PREDICTION_HORIZON = 0.1  # s, the k of the k-step-ahead check (as for the hinged rigs)
 FREE_RUN_HORIZON = 1.0  # s, the free run's verdict horizon
-
-
-def _geo(geometry) -> tuple:
-    return (geometry.a, geometry.b, geometry.x0, geometry.y0, geometry.alpha)
 
 
 def impact_consistency(t_m, q_m, geometry, sigma_pos: float, sigma_theta: float) -> list[dict]:
@@ -61,7 +62,9 @@ def impact_consistency(t_m, q_m, geometry, sigma_pos: float, sigma_theta: float)
     dt = np.diff(t_m)
     v = np.diff(q_m, axis=0) / dt[:, None]
     tm = 0.5 * (t_m[1:] + t_m[:-1])
-    gaps, N, T = _geometry_numeric(q_m, _geo(geometry))
+    surface = assign_surfaces(q_m, geometry)  # the surface under each frame (-1: none)
+    gaps, N, T = _geometry_numeric(q_m, surface_rows(surface, geometry))
+    gaps = np.where(surface >= 0, gaps, np.inf)
     out = []
     i = np.arange(1, len(v) - 1)
     span = tm[i + 1] - tm[i - 1]
@@ -240,7 +243,16 @@ def simulator(geometry, m: float, j_over_m: float, mu: float, eps: float, h: flo
     """``estimation.prediction.Simulate`` of the IRC stepper: x0 = (q[B, 3], v[B, 3]), poses
     [B, steps + 1, 3]."""
     ellipse = Ellipse(geometry.a, geometry.b, m, m * j_over_m)
-    ground = Ground((geometry.x0, geometry.y0), geometry.alpha)
+    surfaces = geometry.surfaces()
+    grounds = [Ground((float(x0), float(y0)), float(a)) for x0, y0, a in surfaces[:, :3]]
+    # Over no surface (past a bar's end) the body is in flight: a line far below it.
+    nowhere = Ground((0.0, -1e3), 0.0)
+
+    def ground_under(q) -> Ground:
+        if not geometry.segmented:
+            return grounds[0]
+        i = int(assign_surfaces(q[None], geometry)[0])
+        return grounds[i] if i >= 0 else nowhere
 
     def simulate(x0, start, steps):
         q0, v0 = (np.asarray(a, float) for a in x0)
@@ -249,7 +261,7 @@ def simulator(geometry, m: float, j_over_m: float, mu: float, eps: float, h: flo
             q, v = q0[b].copy(), v0[b].copy()
             out[b, 0] = q
             for k in range(steps):
-                r = irc_step(q, v, h, ellipse, ground, mu, eps)
+                r = irc_step(q, v, h, ellipse, ground_under(q), mu, eps)
                 q, v = r.q, r.v
                 out[b, k + 1] = q
         return out
