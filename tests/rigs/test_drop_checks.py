@@ -71,3 +71,22 @@ def test_ipopt_status_is_converged_only_on_a_passed_test():
     assert ipopt_status(Fit("Solve_Succeeded")).converged
     assert ipopt_status(Fit("Maximum_Iterations_Exceeded")).result is Result.max_steps_reached
     assert ipopt_status(Fit("Restoration_Failed")).result is Result.solver_failed
+
+
+def test_throws_pool_by_inverse_variance_and_widen_where_they_disagree():
+    from physid.estimation.estimate import ParameterEstimate
+    from physid.rigs.models.ellipse_drop import _pool
+
+    agree = [ParameterEstimate(1.0, 0.1, "1", True), ParameterEstimate(1.1, 0.2, "1", True)]
+    entry, report = _pool(agree)
+    # weights 100 and 25: mean (100 + 27.5)/125 = 1.02, std 1/sqrt(125); chi2 = 0.8 < 1
+    assert entry["value"] == pytest.approx(1.02) and not entry["lower_bound"]
+    assert entry["std"] == pytest.approx(125**-0.5) and report["birge_ratio"] < 1
+    apart = [ParameterEstimate(1.0, 0.1, "1", True), ParameterEstimate(2.0, 0.1, "1", True)]
+    entry, report = _pool(apart)  # 7 std apart: the pooled std 1/√200 grows by √(χ²/1)
+    assert entry["value"] == pytest.approx(1.5)
+    assert report["birge_ratio"] == pytest.approx(50**0.5) and entry["std"] == pytest.approx(0.5)
+    bounds = [ParameterEstimate(0.28, float("inf"), "1", False, lower_bound=True),
+              ParameterEstimate(0.35, float("inf"), "1", False, lower_bound=True)]  # fmt: skip
+    entry, _ = _pool(bounds)
+    assert entry["lower_bound"] and entry["value"] == 0.35 and entry["std"] == float("inf")
