@@ -173,11 +173,10 @@ def restitution(found: list[dict], sigma_pos: float, frame_dt: float) -> dict:
 
 def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     """IPOPT from the spec's initial J/m and, where that fit fails a test — J/m on a bound,
-    no convergence test passed, or a χ² of the frames 5σ above its expectation — from more
-    starts: the J/m the frames' own impacts imply (:func:`impact_consistency`, their
-    median) and a third and three times the first start. The lowest objective whose J/m is
-    inside its box wins (else the lowest). Returns (fit, starts: [{start, j_over_m,
-    objective, status}]).
+    or no convergence test passed — from more starts: the J/m the frames' own impacts imply
+    (:func:`impact_consistency`, their median) and a third and three times the first start.
+    The lowest objective whose J/m is inside its box wins (else the lowest). Returns (fit,
+    starts: [{start, j_over_m, objective, status}]).
 
     Why: the NLP is nonconvex in J/m; a real impact ended at the lower bound from 1000 mm²
     and at the right value from 300 mm²."""
@@ -193,10 +192,11 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     first = settings.j_over_m_initial
     fits = [run(first)]
     fit = fits[0][0]
-    n_obs = 3 * len(fit.frame_index)
-    chi2_ok = fit.cost_fit < n_obs + 5.0 * math.sqrt(2.0 * n_obs)
+    # (An implausible χ² is not a reason here: identify_contact restarts on it itself, and a
+    # model error, e.g. the sample's IRC truth sinking into the bar, makes it implausible
+    # from every start: the sample drop then took four solves to the same J/m.)
     on_bound = bound_flags([fit.j_over_m], [lo], [hi], [first])[0] != ""
-    if chi2_ok and not on_bound and ipopt_status(fit).converged:
+    if not on_bound and ipopt_status(fit).converged:
         return fit, [fits[0][1]]
     own = [f["j_over_m"] for f in found if f.get("j_over_m")]
     starts = ([float(np.median(own))] if own else []) + [first / 3.0, first * 3.0]
