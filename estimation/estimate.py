@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -16,18 +17,68 @@ import numpy as np
 from physid.files import follow_umask, naming
 
 
+class Result(enum.Enum):
+    """Why an estimator stopped, as an enumerated result (after Optimistix's ``RESULTS``).
+
+    Only ``successful`` means that a convergence test passed; ``Status.test`` then names it.
+    Every other value is a stop without one, and its estimate is never called converged."""
+
+    successful = "successful"  # a convergence test passed at the returned point
+    max_steps_reached = "max_steps_reached"  # the iteration limit, no test passed
+    stalled = "stalled"  # no step lowers the cost, yet no convergence test passed
+    solver_failed = "solver_failed"  # the solver gave up (infeasible, numerical failure)
+
+
+@dataclass(frozen=True)
+class Status:
+    """How an estimator's run ended: ``result``, the convergence ``test`` that passed (None
+    unless successful) and ``stop``, the solver's own stop message, as it printed it."""
+
+    result: Result
+    stop: str
+    test: str | None = None
+
+    def __post_init__(self):
+        if (self.result is Result.successful) != (self.test is not None):
+            raise ValueError("a successful status names its passed test; no other status has one")
+
+    @property
+    def converged(self) -> bool:
+        return self.result is Result.successful
+
+    def to_dict(self) -> dict:
+        return {"result": self.result.value, "stop": self.stop, "test": self.test}
+
+
 @dataclass(frozen=True)
 class ParameterEstimate:
     """One identified parameter in SI units (``unit`` is the SI unit it is expressed in).
 
-    ``at_bound`` is "lower" or "upper" when the estimator left it on that bound of its box
-    (the data push it further: not a measurement, so it is never identifiable)."""
+    ``at_bound`` is "lower" or "upper" when the estimator left it on that bound of its box,
+    or "consistency" on the boundary of physical consistency (the data push it further: not
+    a measurement, so it is never identifiable and its std is not finite). ``lower_bound``:
+    the data bound the parameter only from below and ``value`` is that bound (a friction
+    coefficient of a contact that never slides). ``reason`` says why a parameter is not
+    identifiable (None when it is)."""
 
     value: float
     std: float
     unit: str
     identifiable: bool
     at_bound: str | None = None
+    lower_bound: bool = False
+    reason: str | None = None
+
+    def __post_init__(self):
+        std = math.inf if self.std is None else float(self.std)
+        object.__setattr__(self, "std", std)
+        if self.identifiable and (self.at_bound or self.lower_bound or not math.isfinite(std)):
+            raise ValueError(
+                "a parameter at a bound, only bounded below or without a finite std is never "
+                "identifiable"
+            )
+        if (self.at_bound or self.lower_bound) and math.isfinite(std):
+            raise ValueError("a parameter at a bound or only bounded below has no finite std")
 
 
 @dataclass(frozen=True)
@@ -38,6 +89,9 @@ class Estimate:
     al.); ``history`` is the cost after each iteration; ``identifiability`` holds the SVD of the
     parameter covariance (singular values and the directions the data do not excite);
     ``extra`` holds estimator-specific results (impulses, fitted states) as plain lists.
+    ``status`` is ``Status.to_dict()``: why the run stopped and which convergence test passed
+    (``converged`` is true exactly when one did). ``validation`` holds the checks of the fit
+    by prediction and residuals and their ``verdict`` (``estimation.validation``).
     """
 
     rig: str
@@ -53,6 +107,20 @@ class Estimate:
     identifiability: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     version: str = field(default_factory=lambda: physid_version())
+    status: dict[str, Any] = field(default_factory=dict)
+    validation: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        result = self.status.get("result")
+        if result is not None and self.converged != (result == Result.successful.value):
+            raise ValueError(f"converged = {self.converged} contradicts status {result!r}")
+        if not self.converged and any(p.identifiable for p in self.parameters.values()):
+            raise ValueError("a fit that did not converge identifies no parameter")
+
+    @property
+    def verdict(self) -> str | None:
+        """ "good fit", "poor fit" or "not converged" (None where no check was run)."""
+        return self.validation.get("verdict")
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(asdict(self))

@@ -1012,7 +1012,12 @@ def _build_dense(t_m, q_m, geometry: ContactGeometry, s: IpoptSettings) -> _Prob
 
 
 def parameter_covariance(
-    fit: ContactFit, geometry: ContactGeometry, settings: IpoptSettings, pin_mu: bool = False
+    fit: ContactFit,
+    geometry: ContactGeometry,
+    settings: IpoptSettings,
+    pin_mu: bool = False,
+    q_m: np.ndarray | None = None,
+    batches: int | None = None,
 ) -> dict:
     """Linearized covariance of (J/m, mu) at the NLP solution, by the implicit function theorem.
 
@@ -1051,6 +1056,13 @@ def parameter_covariance(
     a fit in which no step slides: mu then has only a lower bound, every mu above it fits as
     well, and the flat direction must not enter the std of J/m (Section 6.1: with mu = 0.9 the
     free-mu linearization gave J/m +- 1200 mm^2 for an error of 11 mm^2). mu's std is then 0.
+
+    ``q_m`` and ``batches`` (issue 24): residuals correlated in time (tracking bias, a model
+    error such as the IRC truth sinking into the bar) are counted by batch means of the
+    frames' score contributions g_i = Z_iᵀ W_i (q_i − q_m,i) over ``batches`` contiguous
+    blocks of frames, B/(B−1) Σ_b S_b S_bᵀ; its excess over the white s² Zᵀ W Z (positive
+    part) is added. The white and batch-means parts are returned as ``covariance_white`` and
+    ``covariance_batch_means``.
 
     Returns std and covariance of (J/m [m^2], mu), s^2, n_eff and n_obs.
     """
@@ -1100,7 +1112,19 @@ def parameter_covariance(
     s2 = fit.cost_fit / max(n_obs - n_eff, 1.0)
     scale = np.diag([geometry.a**2, 1.0])
     cov = s2 * scale @ cov_unit @ scale
+    white = cov
+    if q_m is not None and batches:
+        r = (fit.q[fit.frame_index] - np.asarray(q_m, float)).ravel()
+        score = (Zc * (w * r)[:, None]).reshape(len(fit.frame_index), 3, 2).sum(axis=1)
+        b = int(max(2, min(batches, len(score))))
+        edges = np.linspace(0, len(score), b + 1).astype(int)
+        sums = np.add.reduceat(score, edges[:-1], axis=0)
+        sums -= sums.mean(axis=0)
+        excess = b / (b - 1) * sums.T @ sums - s2 * cov_unit
+        ev, V = np.linalg.eigh(0.5 * (excess + excess.T))
+        cov = cov + scale @ ((V * np.maximum(ev, 0.0)) @ V.T) @ scale
     return {
+        "covariance_white": white,
         "covariance": cov,
         "std": np.sqrt(np.clip(np.diag(cov), 0.0, None)),
         "residual_variance_factor": float(s2),

@@ -115,6 +115,11 @@ class LMSettings:
 
 @dataclass
 class LMResult:
+    """``reason``: the stop rule of Algorithm 1 that ended the loop, as text; ``converged``:
+    whether that rule is a convergence test (``result`` the enumerated outcome,
+    ``estimation.estimate.Result``). :func:`gauss_newton_test` checks the returned point
+    independently of how the loop ended."""
+
     X: Any
     theta: np.ndarray
     cost: float  # ‖Δz‖²_W at the solution
@@ -434,6 +439,20 @@ def levenberg_marquardt(
         return _levenberg_marquardt(problem, X0, theta0, settings, progress)
 
 
+def fit_states(problem: ArrowProblem, X0: Any, theta: np.ndarray, settings: LMSettings) -> LMResult:
+    """Algorithm 1 on the states alone, θ held (the states-only warm-up as a run of its own):
+    the states of a record under parameters fitted elsewhere. It uses the problem's own
+    compiled linearization (``linearize_states``), so a problem of the same structure and
+    length as a fit needs no new compilation. The result's θ is ``theta``, its ``lin`` None."""
+    theta = np.asarray(theta, float)
+    with single_threaded_blas():
+        res = _levenberg_marquardt(
+            _StatesOnly(problem, theta), X0, np.zeros(0), replace(settings, warmup_iter=0),
+            None, final_lin=False,
+        )  # fmt: skip
+    return replace(res, theta=theta)
+
+
 def _levenberg_marquardt(
     problem, X0, theta0, settings, progress, final_lin: bool = True
 ) -> LMResult:
@@ -557,6 +576,51 @@ def _levenberg_marquardt(
     # A bound reached in the scaled coordinates is the bound itself, not its round-off image.
     theta = np.where(theta <= lo, lo0, np.where(theta >= hi, hi0, theta * sc))
     return LMResult(X, theta, cost, it, converged, reason, history, lin, warm)
+
+
+class GaussNewtonTest(NamedTuple):
+    """The (nearly) undamped Gauss–Newton step at a returned point: ``decrease`` the cost
+    decrease its linear model predicts (‖Δz‖² − ‖Δz + Jδ‖², in cost units), ``dtheta`` its
+    parameter part (θ units, within the box and, with an LMI, consistent)."""
+
+    decrease: float
+    dtheta: np.ndarray
+
+
+# α of the Gauss–Newton test, in the solver's scaled coordinates (median state diagonal and
+# every parameter diagonal of JᵀWJ equal to 1): small enough that the step is Gauss–Newton's
+# in every direction the data determine, large enough that a singular direction (a parameter
+# the data do not excite) moves by a bounded amount instead of an infinite one.
+GN_TEST_ALPHA = 1e-8
+
+
+def gauss_newton_test(problem, X, theta: np.ndarray, lin: Linearization) -> GaussNewtonTest:
+    """What one more (nearly) undamped Gauss–Newton step would still gain at (X, θ), with
+    ``lin`` the linearization there (``LMResult.lin``, in θ units).
+
+    This is the convergence test of a returned point, whatever rule ended the loop: a stop
+    on the iteration limit, or on a cost decrease below ε_f reached with large damping,
+    leaves a point where Gauss–Newton still promises a decrease; at a minimum it promises
+    (almost) nothing. The step obeys the box (and the physical-consistency LMI where the
+    problem has one), so a minimum on a bound passes."""
+    theta = np.asarray(theta, float)
+    lo, hi = np.asarray(problem.lower, float), np.asarray(problem.upper, float)
+    ne = normal_equations(lin)
+    sx, target = _state_scale(ne, True)
+    sc = np.ones(len(theta))
+    if len(theta):
+        sc = np.sqrt(target / np.maximum(np.diag(ne.P), 1e-12 * target))
+    scaled = _rescaled(ne, sx, sc)
+    lmi = getattr(problem, "consistency", None)
+    lmi = lmi.in_coordinates(sc) if lmi is not None else None
+    phi = theta / sc
+    with single_threaded_blas():
+        damped = factor_damped(scaled, GN_TEST_ALPHA)
+        dxi, dphi = solve_factored(
+            damped, scaled.gx, scaled.gp, lo / sc - phi, hi / sc - phi, lmi, phi
+        )
+    decrease = model_decrease(_scale_lin(lin, sc), dxi * sx, dphi)
+    return GaussNewtonTest(float(decrease), dphi * sc)
 
 
 def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, lmi=None, t=0.1):

@@ -29,10 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import null_space, solveh_banded
 
+from physid.estimation.flags import (
+    REL_STD_LIMIT,
+    bound_flags,  # noqa: F401  (re-exported)
+)
 from physid.estimation.lm import Linearization, banded_upper, normal_equations, single_threaded_blas
 
 RCOND = 1e-10  # singular values of TᵀT below RCOND · largest count as "not excited"
-REL_STD_LIMIT = 0.5  # a parameter whose std exceeds half its magnitude is not identified
 
 
 @dataclass(frozen=True)
@@ -62,15 +65,14 @@ def _sample_cov(r: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
     return (r.T @ r) / np.maximum(count - 1.0, 1.0)
 
 
-def bound_flags(values, lower, upper) -> np.ndarray:
-    """ "lower", "upper" or "" per parameter: which bound of its box it sits on (SI values)."""
-    values, lower, upper = (np.asarray(a, float) for a in (values, lower, upper))
-    tol = 1e-9 * np.maximum(np.abs(values), 1e-300)
-    return np.where(values <= lower + tol, "lower", np.where(values >= upper - tol, "upper", ""))
-
-
 def parameter_covariance(
-    lin: Linearization, scale: np.ndarray, values: np.ndarray, at_bound=None, constraints=None
+    lin: Linearization,
+    scale: np.ndarray,
+    values: np.ndarray,
+    at_bound=None,
+    constraints=None,
+    batches: int | None = None,
+    obs_noise: np.ndarray | None = None,
 ) -> Covariance:
     """Λ_χχ of χ = scale·θ at the linearization ``lin`` (Jacobians w.r.t. θ), and flags.
 
@@ -80,25 +82,33 @@ def parameter_covariance(
     to — the faces of the physical-consistency LMI it lies on
     (``estimation.consistency.InertiaLMI.active_rows``): the covariance is the one
     conditional on them, so that a combination the data do not excite within the face (the
-    split of J_Axx + J_Ayy) is reported with infinite variance."""
+    split of J_Axx + J_Ayy) is reported with infinite variance.
+
+    ``batches`` (optional) turns (3.31)'s white "meat" TᵀĈT into one that also counts
+    residuals correlated in time (model error), by batch means: the per-step score
+    contributions s_k = t_kᵀ z_k summed over ``batches`` contiguous blocks of steps,
+    M_BM = B/(B−1) Σ_b S_b S_bᵀ. Where the residuals are white, M_BM estimates the white meat;
+    the correlated excess M_BM − TᵀĈT (its positive part) is added to it. ``obs_noise``
+    (optional, [mo], in the weighted observation rows' units) is the data's own noise per
+    observation row (``estimation.residuals.data_noise``): the fitted residuals are smaller
+    than the noise where the states absorb part of it (κ = 100: b's std 1.5 times too
+    small, docs/lm-estimator.md), so each row's variance in the white meat is at least it."""
     ne = normal_equations(lin)
     lin = Linearization(*(None if a is None else np.asarray(a) for a in lin))
     n, d, p = ne.F.shape
-    ab = banded_upper(_regularized(ne.D), ne.U)
-    with single_threaded_blas():
-        Y = solveh_banded(ab, ne.F.reshape(n * d, p), lower=False, check_finite=False)
-    Y = Y.reshape(n, d, p)
-    # Rows of T, block by block (3.32).
-    t_dyn = lin.dyn_C - np.einsum("kmi,kip->kmp", lin.dyn_A, Y[:-1])
-    t_dyn -= np.einsum("kmi,kip->kmp", lin.dyn_B, Y[1:])
-    t_obs = -np.einsum("kmi,kip->kmp", lin.obs_A, Y)
-    t_init = lin.init_C - lin.init_A @ Y[0]
+    t_dyn, t_obs, t_init = _projected_blocks(lin, ne)
     TT = np.einsum("kmp,kmq->pq", t_dyn, t_dyn) + np.einsum("kmp,kmq->pq", t_obs, t_obs)
     TT += t_init.T @ t_init
     C_dyn, C_obs = _sample_cov(lin.dyn_r), _sample_cov(lin.obs_r, lin.obs_present)
-    TCT = np.einsum("kmp,mn,knq->pq", t_dyn, C_dyn, t_dyn)
-    TCT += np.einsum("kmp,mn,knq->pq", t_obs, C_obs, t_obs)
-    TCT += t_init.T @ C_dyn @ t_init
+    TCT = _white_meat(t_dyn, t_obs, t_init, C_dyn, C_obs)
+    meat = TCT
+    if obs_noise is not None:
+        C_noise = C_obs.copy()
+        idx = np.arange(len(C_obs))
+        C_noise[idx, idx] = np.maximum(np.diag(C_obs), np.asarray(obs_noise, float) ** 2)
+        meat = _white_meat(t_dyn, t_obs, t_init, C_dyn, C_noise)
+    if batches:
+        meat = meat + _positive_part(_batch_means(lin, t_dyn, t_obs, t_init, batches) - TCT)
     bound = np.full(p, "") if at_bound is None else np.asarray(at_bound, str)
     held = bound != ""
     # Pseudo-inverse of TᵀT over the directions left free by the box and the constraints
@@ -113,7 +123,7 @@ def parameter_covariance(
     V = N @ V_free
     ok = w > RCOND * max(float(w.max(initial=0.0)), 1e-300)
     inv = (V[:, ok] / w[ok]) @ V[:, ok].T
-    cov_theta = inv @ TCT @ inv
+    cov_theta = inv @ meat @ inv
     null = np.concatenate([V[:, ~ok], np.eye(p)[:, held]], axis=1)
     cov = cov_theta * np.outer(scale, scale)
     var = np.diag(cov).copy()
@@ -130,6 +140,48 @@ def parameter_covariance(
         s = np.concatenate([np.full(null.shape[1], np.inf), s[: p - null.shape[1]]])
     unexcited = [i for i in range(p) if not np.isfinite(s[i]) or np.sqrt(s[i]) > REL_STD_LIMIT]
     return Covariance(cov, std, identifiable(std, values, scale, held), s, U, unexcited, bound)
+
+
+def _projected_blocks(lin: Linearization, ne) -> tuple:
+    """The rows of T = (I − J_x (J_xᵀJ_x)⁻¹ J_xᵀ) J_θ (3.32), block by block: (t_dyn[n−1,
+    md, p], t_obs[n, mo, p], t_init[m0, p])."""
+    n, d, p = ne.F.shape
+    ab = banded_upper(_regularized(ne.D), ne.U)
+    with single_threaded_blas():
+        Y = solveh_banded(ab, ne.F.reshape(n * d, p), lower=False, check_finite=False)
+    Y = Y.reshape(n, d, p)
+    t_dyn = lin.dyn_C - np.einsum("kmi,kip->kmp", lin.dyn_A, Y[:-1])
+    t_dyn -= np.einsum("kmi,kip->kmp", lin.dyn_B, Y[1:])
+    t_obs = -np.einsum("kmi,kip->kmp", lin.obs_A, Y)
+    t_init = lin.init_C - lin.init_A @ Y[0]
+    return t_dyn, t_obs, t_init
+
+
+def _white_meat(t_dyn, t_obs, t_init, C_dyn, C_obs) -> np.ndarray:
+    """TᵀCT for residuals white in time with the per-step covariances C_dyn, C_obs (3.31)."""
+    TCT = np.einsum("kmp,mn,knq->pq", t_dyn, C_dyn, t_dyn)
+    TCT += np.einsum("kmp,mn,knq->pq", t_obs, C_obs, t_obs)
+    return TCT + t_init.T @ C_dyn @ t_init
+
+
+def _batch_means(lin: Linearization, t_dyn, t_obs, t_init, batches: int) -> np.ndarray:
+    """B/(B−1) Σ_b (S_b − S̄)(S_b − S̄)ᵀ of the score sums S_b = Σ_{k∈b} t_kᵀ z_k over
+    ``batches`` contiguous blocks of steps (the initial-state rows go with step 0)."""
+    score = np.einsum("kmp,km->kp", t_obs, lin.obs_r)
+    score[:-1] += np.einsum("kmp,km->kp", t_dyn, lin.dyn_r)
+    score[0] += t_init.T @ lin.init_r
+    n = len(score)
+    b = int(max(2, min(batches, n)))
+    edges = np.linspace(0, n, b + 1).astype(int)
+    sums = np.add.reduceat(score, edges[:-1], axis=0)
+    centred = sums - sums.mean(axis=0)
+    return b / (b - 1) * centred.T @ centred
+
+
+def _positive_part(M: np.ndarray) -> np.ndarray:
+    """The positive semidefinite part of a symmetric matrix (negative eigenvalues dropped)."""
+    w, V = np.linalg.eigh(0.5 * (M + M.T))
+    return (V * np.maximum(w, 0.0)) @ V.T
 
 
 def _regularized(D: np.ndarray, rel: float = 1e-12) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,17 +20,19 @@ import numpy as np
 from physid.dynamics.planar_contact import Ellipse, Ground
 from physid.dynamics.planar_contact import simulate as simulate_irc
 from physid.errors import InputError
-from physid.estimation.estimate import Estimate, ParameterEstimate, write_json_atomic
+from physid.estimation.estimate import Estimate, Result, Status, write_json_atomic
+from physid.estimation.flags import bound_flags, flag_parameters
 from physid.estimation.ipopt_contact import (
     ContactGeometry,
     IpoptSettings,
     NotIdentifiableError,
     contact_steps,
     identifiability,
-    identify_contact,
     parameter_covariance,
     slip_noise,
 )
+from physid.estimation.validation import validation
+from physid.rigs.models import drop_checks
 from physid.spec import RigSpec
 from physid.streams import Stream
 
@@ -294,19 +296,66 @@ def _flag_is_zero(row: list[str], col: int) -> bool:
 def identify(
     spec: RigSpec, data: list[Path], out: Path, console, window: tuple | None = None
 ) -> Estimate:
-    """Identify J/m and mu from one pose CSV with the IPOPT NLP (27).
+    """Identify J/m and mu from pose CSVs with the IPOPT NLP (27).
 
-    ``window`` (start, end) in s from the first row: only those frames are fitted (an
-    experiment's ``window`` in ``experiments.toml``).
-
-    The CSV may come from ``physid simulate ellipse-drop`` or ``physid track`` (extra
-    columns ignored, ``nan`` fields and ``valid = 0`` rows skipped). Where a ``physid
-    track`` sidecar ``<csv>.json`` holds the ground line measured from the video, it
-    replaces the nominal ``[fixed] ground_*`` of the spec.
+    One CSV: one throw. Several CSVs: several throws of one object, each fitted, checked and
+    then pooled (``identify_pooled``: one J/m, μ and restitution). A CSV may come from
+    ``physid simulate ellipse-drop`` or ``physid track`` (extra columns ignored, ``nan``
+    fields and ``valid = 0`` rows skipped). Where a ``physid track`` sidecar ``<csv>.json``
+    holds the ground line measured from the video, it replaces the nominal ``[fixed]
+    ground_*`` of the spec. ``window`` (start, end) in s from each file's first row: only
+    those frames are fitted (an experiment's ``window`` in ``experiments.toml``).
     """
-    if len(data) != 1:
-        raise InputError(f"ellipse drop: give exactly one pose CSV, got {len(data)} files")
-    path = Path(data[0])
+    if not data:
+        raise InputError("ellipse drop: give at least one pose CSV")
+    throws = [identify_throw(spec, Path(path), console, window) for path in data]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if len(throws) == 1:
+        estimate = throws[0].estimate
+    else:
+        estimate = identify_pooled(spec, throws, console)
+    estimate.write(out / "estimate.json")
+    first = throws[0]
+    plot_fit(out / "fit.png", first.t_m, first.q_m, first.fit, first.mass)
+    jm, mu = estimate.parameters["J_over_m"], estimate.parameters["mu"]
+    mu_text = (
+        f"mu = {mu.value:.3f} +- {mu.std:.3f}"
+        if mu.identifiable
+        else f"mu >= {mu.value:.3f} (no sliding contact: only a lower bound)"
+        if mu.lower_bound
+        else f"mu = {mu.value:.3f}, not identifiable: {mu.reason}"
+    )
+    jm_text = (
+        f"{jm.value * 1e6:.1f} +- {jm.std * 1e6:.1f} mm^2"
+        if jm.identifiable
+        else (f"{jm.value * 1e6:.1f} mm^2, not identifiable: {jm.reason}")
+    )
+    console.print(
+        f"J/m = {jm_text}, {mu_text}; wrote {out / 'estimate.json'} and {out / 'fit.png'}"
+    )
+    console.print(f"verdict: {estimate.validation['summary']}")
+    return estimate
+
+
+@dataclass(frozen=True)
+class Throw:
+    """One pose file's fit: its ``Estimate`` and what pooling needs again."""
+
+    estimate: Estimate
+    fit: object
+    t_m: np.ndarray
+    q_m: np.ndarray
+    geometry: ContactGeometry
+    settings: IpoptSettings
+    mass: float
+    path: Path
+
+
+def identify_throw(spec: RigSpec, path: Path, console, window: tuple | None = None) -> Throw:
+    """One pose file: refuse impacts no rigid body makes, fit (multi-start on J/m; again with
+    the noise the residuals show where they exceed the tracker's), check."""
+    stream = read_pose_csv(path)
     stream = read_pose_csv(path)
     incomplete = stream.missing.any(axis=1)
     ok = ~incomplete
@@ -335,7 +384,11 @@ def identify(
         f"noise {settings.sigma_pos * 1e3:.3g} mm / {settings.sigma_theta * 1e3:.3g} mrad "
         f"from {noise_source}"
     )
-    fit, ident, cov = _solve(path, t_m, q_m, geometry, settings)
+    found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
+    refusal = drop_checks.inconsistency_message(path, found)
+    if refusal is not None:
+        raise NotIdentifiableInput(refusal)
+    fit, ident, cov, starts = _solve(path, t_m, q_m, geometry, settings, found, console)
     tracker_noise = noise is not None and "tracker" in noise_source.split(";")[0]
     s2 = float(cov["residual_variance_factor"])
     if tracker_noise and s2 > MODEL_ERROR_LIMIT:
@@ -358,7 +411,7 @@ def identify(
             f"the fit misses the frames by {factor:.3g}x the tracking noise: fitting again "
             f"with {settings.sigma_pos * 1e3:.3g} mm / {settings.sigma_theta * 1e3:.3g} mrad"
         )
-        fit, ident, cov = _solve(path, t_m, q_m, geometry, settings)
+        fit, ident, cov, starts = _solve(path, t_m, q_m, geometry, settings, found, console)
     context = {
         "path": path,
         "skipped": int(incomplete.sum()),
@@ -366,29 +419,95 @@ def identify(
         "noise": noise_source,
         "window": None if window is None else list(window),
         "ground_length": geometry.length if math.isfinite(geometry.length) else None,
+        "impacts_seen": found,
+        "starts": starts,
+        "geometry": geometry,
     }
     estimate = build_estimate(spec, fit, ident, cov, ellipse, settings, (t_m, q_m), context)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    estimate.write(out / "estimate.json")
-    plot_fit(out / "fit.png", t_m, q_m, fit, ellipse.m)
-    jm, mu = estimate.parameters["J_over_m"], estimate.parameters["mu"]
-    mu_text = (
-        f"mu = {mu.value:.3f} +- {mu.std:.3f}"
-        if mu.identifiable
-        else f"mu >= {mu.value:.3f} (no sliding contact: only a lower bound)"
-    )
-    if not estimate.identifiability["covariance"]["std_reliable"]:
-        console.print(
-            "warning: the linearized std exceeds the value; it is no confidence interval "
-            "here (see identifiability.covariance in estimate.json)"
+    return Throw(estimate, fit, t_m, q_m, geometry, settings, ellipse.m, path)
+
+
+def identify_pooled(spec: RigSpec, throws: list[Throw], console) -> Estimate:
+    """One J/m, μ and restitution of one object from several throws: each throw's values
+    pooled by inverse-variance weighting, the std scaled by the Birge ratio
+    sqrt(χ²/(n − 1)) where the throws disagree more than their stds allow; μ a lower bound
+    (the largest) where no throw slides; then every throw predicted by the pooled model.
+
+    Not one joint NLP: each throw is fitted alone (its impacts checked, its multi-start run),
+    so a throw the checks refuse never touches the others."""
+    names = ("J_over_m", "mu", "restitution")
+    pooled, report = {}, {}
+    for name in names:
+        ps = [t.estimate.parameters[name] for t in throws]
+        pooled[name], report[name] = _pool(ps)
+    statuses = [Status(Result(t.estimate.status["result"]), t.estimate.status["stop"],
+                       t.estimate.status["test"]) for t in throws]  # fmt: skip
+    bad = [st for st in statuses if not st.converged]
+    status = (
+        bad[0]
+        if bad
+        else Status(
+            Result.successful, "every throw converged", "; ".join(st.test for st in statuses)
         )
-    console.print(
-        f"J/m = {jm.value * 1e6:.1f} +- {jm.std * 1e6:.1f} mm^2, {mu_text} "
-        f"({fit.iterations} IPOPT iterations, {fit.wall_s:.1f} s, {fit.status}); "
-        f"wrote {out / 'estimate.json'} and {out / 'fit.png'}"
     )
-    return estimate
+    values = {k: v["value"] for k, v in pooled.items()}
+    predictions = []
+    for t in throws:
+        predictions += drop_checks.predictions(
+            t.fit, t.t_m, t.q_m, t.geometry, t.settings, t.mass, values, t.path.name
+        )
+    units = {"J_over_m": "m^2", "mu": "1", "restitution": "1"}
+    params = flag_parameters(
+        names, [values[k] for k in names], [pooled[k]["std"] for k in names], units, status,
+        lower_bound=[pooled[k]["lower_bound"] for k in names],
+    )  # fmt: skip
+    first = throws[0].estimate
+    checked = validation(status, predictions, params, {}, _STD_COVERS + " Pooled over throws.")
+    console.print(f"pooled over {len(throws)} throws: " + ", ".join(
+        f"{k} {params[k].value:.4g}" for k in names))  # fmt: skip
+    return Estimate(
+        rig=spec.name,
+        solver=first.solver + "; throws pooled by inverse-variance weighting",
+        parameters=params,
+        cost=float(np.mean([t.estimate.cost for t in throws])),
+        iterations=sum(t.estimate.iterations for t in throws),
+        converged=status.converged,
+        history=[],
+        settings={**first.settings, "data": [str(t.path) for t in throws]},
+        covariance=None,
+        identifiability={"pooled": report},
+        extra={
+            **first.extra,
+            "throws": [
+                {"data": str(t.path), **{k: vars(p) for k, p in t.estimate.parameters.items()}}
+                for t in throws
+            ],
+            "prediction_series": [p.series() for p in predictions],
+        },
+        status=status.to_dict(),
+        validation=checked,
+    )
+
+
+def _pool(ps: list) -> tuple[dict, dict]:
+    """Inverse-variance mean of the throws' values with a finite std, the Birge ratio, and
+    a lower bound (the largest) where no throw identifies the value but some bound it."""
+    ok = [p for p in ps if p.identifiable]
+    if ok:
+        v = np.array([p.value for p in ok])
+        w = 1.0 / np.array([p.std for p in ok]) ** 2
+        mean = float(np.sum(w * v) / np.sum(w))
+        std = float(1.0 / math.sqrt(np.sum(w)))
+        chi2 = float(np.sum(w * (v - mean) ** 2))
+        birge = math.sqrt(chi2 / (len(ok) - 1)) if len(ok) > 1 else 1.0
+        std *= max(1.0, birge)
+        entry = {"value": mean, "std": std, "lower_bound": False}
+        return entry, {"throws": len(ok), "birge_ratio": birge, "chi2": chi2}
+    bounds = [p.value for p in ps if p.lower_bound]
+    if bounds:
+        return {"value": max(bounds), "std": math.inf, "lower_bound": True}, {"throws": 0}
+    return {"value": float(np.mean([p.value for p in ps])), "std": math.inf,
+            "lower_bound": False}, {"throws": 0}  # fmt: skip
 
 
 def measured_ground(path: Path, nominal: Ground) -> tuple[Ground, str, float | None]:
@@ -446,12 +565,19 @@ def tracking_noise(path: Path, rows: np.ndarray) -> tuple[float, float] | None:
 MODEL_ERROR_LIMIT = 4.0  # residual variance factor above which the noise is re-fitted
 
 
-def _solve(path, t_m, q_m, geometry, settings):
-    """IPOPT fit, Section 5.2 analysis and covariance; refusals as NotIdentifiableInput."""
+def _solve(path, t_m, q_m, geometry, settings, found, console):
+    """IPOPT fit (multi-start on J/m, ``drop_checks.fit_multistart``), Section 5.2 analysis
+    and covariance (with batch means over the frames); refusals as NotIdentifiableInput.
+    Returns (fit, identifiability, covariance, the starts tried)."""
     try:
-        fit = identify_contact(t_m, q_m, geometry, settings)
+        fit, starts = drop_checks.fit_multistart(t_m, q_m, geometry, settings, found)
     except NotIdentifiableError as exc:
         raise NotIdentifiableInput(f"{path}: J/m cannot be identified: {exc}") from None
+    if len(starts) > 1:
+        console.print(
+            "multi-start on J/m: "
+            + ", ".join(f"{s['start'] * 1e6:.0f} mm^2 -> {s['j_over_m'] * 1e6:.1f}" for s in starts)
+        )
     ident = identifiability(fit, geometry)
     if ident["contact_steps"] == 0:
         raise NotIdentifiableInput(
@@ -460,8 +586,10 @@ def _solve(path, t_m, q_m, geometry, settings):
         )
     # Where nothing slides mu has only a lower bound; its flat direction is held fixed.
     slides = bool(fit_steps(fit, settings).sliding.any())
-    cov = parameter_covariance(fit, geometry, settings, pin_mu=not slides)
-    return fit, ident, cov
+    cov = parameter_covariance(
+        fit, geometry, settings, pin_mu=not slides, q_m=q_m, batches=drop_checks.BATCHES
+    )
+    return fit, ident, cov, starts
 
 
 def noise_origin(spec: RigSpec, noise) -> str:
@@ -514,40 +642,69 @@ def friction_report(fit, settings: IpoptSettings, mu_std: float) -> dict:
     }
 
 
+_STD_COVERS = (
+    "The std is linearized (implicit function theorem on IPOPT's KKT system) and covers the "
+    "frames' noise (scaled by the fit's residual variance) and residuals correlated in time "
+    "(batch means over blocks of frames). It does not cover errors of the fixed geometry, "
+    "the mass or the ground line."
+)
+
+
 def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) -> Estimate:
-    """``Estimate`` with std from the linearized covariance and plain-list ``extra``."""
+    """``Estimate`` with std from the linearized covariance, the run's status, the parameters'
+    flags (``estimation.flags``), the prediction checks by IRC and plain-list ``extra``."""
     std_jm, std_mu = (float(v) for v in cov["std"])
     friction = friction_report(fit, settings, std_mu)
     m = ellipse.m
-    jm_ok = bool(ident.get("identifiable", False)) and math.isfinite(std_jm)
-    params = {
-        "J_over_m": ParameterEstimate(fit.j_over_m, std_jm if jm_ok else math.nan, "m^2", jm_ok),
-        "mu": ParameterEstimate(
-            friction["value"],
-            std_mu if friction["identifiable"] else math.nan,
-            "1",
-            friction["identifiable"],
-        ),
-    }
+    t_m, q_m = frames
+    geometry = context["geometry"]
+    status = drop_checks.ipopt_status(fit)
+    frame_dt = float(np.median(np.diff(t_m)))
+    own = drop_checks.frame_noise(q_m)[0]
+    eps = drop_checks.restitution(context.get("impacts_seen", []), own, frame_dt)
+    lo, hi = settings.j_over_m_bounds
+    jm_bound = str(bound_flags([fit.j_over_m], [lo], [hi], [settings.j_over_m_initial])[0])
+    mu_bound = str(bound_flags([fit.mu], [settings.mu_bounds[0]], [settings.mu_bounds[1]],
+                               [settings.mu_initial])[0])  # fmt: skip
+    excited = bool(ident.get("identifiable", False))
+    eps_value = eps["value"] if eps["value"] is not None else math.nan
+    eps_std = eps["std"] if eps["std"] is not None else math.inf
+    params = flag_parameters(
+        ("J_over_m", "mu", "restitution"),
+        [fit.j_over_m, friction["value"], eps_value],
+        [std_jm, std_mu if friction["identifiable"] else math.inf, eps_std],
+        {"J_over_m": "m^2", "mu": "1", "restitution": "1"},
+        status,
+        at_bound=[jm_bound, "" if friction["sliding_steps"] == 0 else mu_bound, ""],
+        lower_bound=[False, friction["sliding_steps"] == 0, False],
+        unexcited={} if excited else {"J_over_m": "no angular velocity jump at any contact"},
+    )
     ident = dict(ident)
     ident["mu"] = friction | {
         "note": "identified from sliding contact steps"
         if friction["identifiable"]
         else "no contact step slides: mu is only bounded below by max |c_t|/c_n",
     }
+    ident["restitution"] = eps
     checked = (True, friction["identifiable"])  # a bound-only mu has no std to trust
     ident["covariance"] = covariance_report(
         cov, ("J_over_m", "mu"), (fit.j_over_m, fit.mu), checked
     )
-    t_m, q_m = frames
+    ident["impacts_seen_in_frames"] = context.get("impacts_seen", [])
     n_frames = len(fit.frame_index)
+    values = {"J_over_m": fit.j_over_m, "mu": fit.mu,
+              "restitution": eps_value if math.isfinite(eps_value) else 0.0}  # fmt: skip
+    predictions = drop_checks.predictions(
+        fit, t_m, q_m, geometry, settings, m, values, Path(str(context["path"])).name
+    )
+    checked_fit = validation(status, predictions, params, {}, _STD_COVERS)
     return Estimate(
         rig=spec.name,
         solver="ipopt (casadi) NLP (27), l1 complementarity penalty",
         parameters=params,
         cost=fit.cost_fit / max(n_frames, 1),
         iterations=fit.iterations,
-        converged=fit.success or "Acceptable" in fit.status,
+        converged=status.converged,
         history=[],
         settings={
             "h_max": settings.h_max,
@@ -566,11 +723,17 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
             "window_s": context.get("window"),
             "ipopt_status": fit.status,
             "wall_s": fit.wall_s,
+            "j_over_m_starts": context.get("starts", []),
             **fit.stats,
         },
         covariance=np.asarray(cov["covariance"]).tolist(),
         identifiability=ident,
-        extra=fit_extra(fit, m, t_m, q_m),
+        extra={
+            **fit_extra(fit, m, t_m, q_m),
+            "prediction_series": [p.series() for p in predictions],
+        },
+        status=status.to_dict(),
+        validation=checked_fit,
     )
 
 

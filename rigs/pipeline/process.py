@@ -129,7 +129,17 @@ def _process(experiments, folder: Path, out: Path, options: ProcessOptions, cons
         for path in s.get("outside_inputs", []):
             note = f"input outside {folder} (--allow-outside): {path}"
             console.print(error_line(s["experiment"], note, "yellow"))
+    _print_verdicts(summaries, console)
     return index
+
+
+def _print_verdicts(summaries: dict, console) -> None:
+    """One line per identified experiment: its verdict by prediction (issue 24)."""
+    for s in summaries.values():
+        if s["status"] in FINISHED and s.get("verdict"):
+            colour = "green" if s["verdict"] == "good fit" else "red"
+            text = s.get("verdict_summary") or s["verdict"]
+            console.print(error_line(s["experiment"], text, colour))
 
 
 def cross_validation_pairs(experiments: list[Experiment], summaries: dict) -> list[tuple]:
@@ -145,9 +155,12 @@ def cross_validation_pairs(experiments: list[Experiment], summaries: dict) -> li
 
 
 def _cross_validate(client, experiments: list[Experiment], summaries: dict, console) -> None:
-    """Each model on every other experiment of its group (states only): ``cross_validation``
-    {states-of: cost/step} and ``cv_experiments`` (mean over the others) in each summary.
-    The diagonal (its own log, states only) is the comparable in-sample cost."""
+    """Each model on every other experiment of its group: the states of that log estimated
+    with the model held, then the model's predictions of it (``run.cross_validate``). In each
+    summary: ``cross_validation`` {states-of: cost/step}, ``cv_experiments`` (mean over the
+    others) and ``cross_prediction`` {log: {"ratio": worst channel's k-step RMS over its
+    noise, "horizon_s", "k_step", "free_run"}} (Marklund et al. Tables 2 and 4, by
+    prediction). The diagonal (its own log) is the in-sample comparison."""
     from distributed import as_completed
 
     pairs = cross_validation_pairs(experiments, summaries)
@@ -165,17 +178,25 @@ def _cross_validate(client, experiments: list[Experiment], summaries: dict, cons
         for a, b in pairs
     }
     costs: dict[str, dict[str, float | None]] = {a: {} for a, _ in pairs}
+    predicted: dict[str, dict[str, dict | None]] = {a: {} for a, _ in pairs}
     for future in as_completed(futures):
         a, b = futures[future]
         try:
-            costs[a][b] = float(future.result())
+            out = future.result()
+            costs[a][b] = float(out["cost"])
+            predicted[a][b] = {k: out[k] for k in ("ratio", "horizon_s", "k_step", "free_run")}
         except Exception as exc:  # noqa: BLE001  (a failed fit leaves a gap, not a crash)
-            costs[a][b] = None
+            costs[a][b] = predicted[a][b] = None
             console.print(error_line(f"cross-validation {a} → {b} failed", str(exc), "yellow"))
     for a, row in costs.items():
         others = [c for b, c in row.items() if b != a and c is not None]
         summaries[a]["cross_validation"] = row
         summaries[a]["cv_experiments"] = float(sum(others) / len(others)) if others else None
+        summaries[a]["cross_prediction"] = predicted[a]
+        bad = [b for b, p in predicted[a].items() if p and b != a and p["ratio"] > 3.0]
+        if bad:
+            note = f"mispredicts {', '.join(bad)} (k-step RMS above 3 × the noise)"
+            console.print(error_line(f"{a}'s model", note, "yellow"))
 
 
 def _result(future, exp: Experiment) -> dict:
