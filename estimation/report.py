@@ -219,7 +219,7 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
         parts += ["<h2>Identified contact impulses</h2>", image(impulse_plot(impulses), "impulses")]
     if estimate.history:
         parts += ["<h2>Cost per iteration</h2>", image(cost_plot(estimate.history), "cost")]
-    parts += _facts_sections(summary)
+    parts += _facts_sections(summary, folder)
     return page(f"physid report: {name}", "\n".join(parts))
 
 
@@ -258,7 +258,7 @@ def _fit_section(estimate: Estimate, folder: Path) -> str:
     return file_image(folder / "fit.png", "measured vs fitted") or "<p>no fit plot</p>"
 
 
-def _facts_sections(summary: dict) -> list[str]:
+def _facts_sections(summary: dict, folder: Path) -> list[str]:
     facts = summary.get("facts", {})
     parts = []
     if summary.get("warnings"):
@@ -272,7 +272,7 @@ def _facts_sections(summary: dict) -> list[str]:
         parts += ["<h2>Tracking</h2>", _dict_table(tracking)]
     overlay = summary.get("files", {}).get("overlay")
     if overlay:
-        parts.append(f'<p><a href="{esc(overlay)}">tracking overlay video</a></p>')
+        parts += ["<h2>Tracking overlay</h2>", overlay_video(folder / overlay)]
     for enc in facts.get("encoders", []):
         parts += [f"<h2>Encoder log {esc(enc['file'])}</h2>", _dict_table(enc)]
     timings = summary.get("timings")
@@ -281,6 +281,24 @@ def _facts_sections(summary: dict) -> list[str]:
         parts += ["<h2>Stages</h2>", table(["stage", "wall time (s)"], rows)]
     parts.append('<p><a href="log.txt">log</a> · <a href="estimate.json">estimate.json</a></p>')
     return parts
+
+
+# An overlay up to this size is embedded in the page (which then plays it mailed alone);
+# a larger one is played from the file beside report.html.
+EMBED_VIDEO_BYTES = 16 << 20
+
+
+def overlay_video(path: Path) -> str:
+    """The tracking overlay (WebM) as a ``<video>`` the page plays, and a link to the file."""
+    src = path.name
+    if path.exists() and path.stat().st_size <= EMBED_VIDEO_BYTES:
+        src = "data:video/webm;base64," + base64.b64encode(path.read_bytes()).decode()
+    return (
+        f'<video id="overlay" src="{src}" controls muted loop playsinline preload="auto" '
+        'style="max-width:100%"></video>'
+        f'<p><a href="{esc(path.name)}">overlay video file</a> (detected markers drawn on the '
+        "video, to check the tracking by eye)</p>"
+    )
 
 
 def _dict_table(d: dict) -> str:
