@@ -34,6 +34,29 @@ from physid.suggest import did_you_mean
 from physid.units import UnitError, parse_unit
 
 COLUMN_KEYS = ("name", "unit", "sign", "offset", "time", "time_unit", "file")
+# The keys of [sensors.NAME] tables of each kind read here (docs/rig-spec.md).
+SENSOR_KEYS = {
+    "encoder": ("kind", "channel", "counts_per_rev", "sign", "offset", "noise", "weight", "column"),
+    "control": ("kind", "unit", "column"),
+}
+
+
+def check_sensors(spec: RigSpec) -> None:
+    """Raise on a misspelled key of an encoder or control sensor table (a typo would leave
+    the setting at its default without a word), or of its ``column`` table."""
+    for name, table in spec.sensors.items():
+        if not isinstance(table, dict):
+            raise spec.error(f"sensors.{name}", 'expected a table, e.g. kind = "encoder"')
+        known = SENSOR_KEYS.get(table.get("kind"))
+        if known is None:
+            continue
+        for key in table:
+            if key not in known:
+                raise spec.error(
+                    f"sensors.{name}.{key}",
+                    f"unknown key{did_you_mean(key, known)}; known: {', '.join(known)}",
+                )
+        _table(spec, name)
 
 
 def csv_layout(spec: RigSpec | None, path: str | Path) -> CsvLayout | None:
@@ -41,6 +64,7 @@ def csv_layout(spec: RigSpec | None, path: str | Path) -> CsvLayout | None:
     column) when the spec has no encoder sensor."""
     if spec is None:
         return None
+    check_sensors(spec)
     encoders = sorted(
         (table.get("channel", 0), name)
         for name, table in spec.sensors.items()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from physid.errors import InputError
+from physid.rigs.encoders.columns import check_sensors
 from physid.rigs.pipeline.experiments import ENCODER_SUFFIXES, VIDEO_SUFFIXES, Experiment
 from physid.rigs.pipeline.run import SUMMARY, run_experiment
 
@@ -52,8 +53,16 @@ def sort_inputs(data: list[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
 
 
 def _csv_header(path: Path) -> list[str]:
+    """The first line's names; an InputError if the file starts like no text file does."""
     with open(path, "rb") as fh:
-        first = fh.readline(4096)
+        head = fh.read(4096)
+    nul = head.find(b"\0")
+    if nul >= 0:
+        raise InputError(
+            f"{path}: byte {nul}: not a text file; a CSV log has a header line and one row of "
+            "numbers per sample (a raw capture should end in .bin)"
+        )
+    first = head.split(b"\n", 1)[0]
     return [c.strip() for c in first.decode("utf-8", "replace").split(",")]
 
 
@@ -84,6 +93,7 @@ def prepare(rig: str, data: list[Path], out: Path) -> Experiment:
     spec = load_spec(rig)
     encoders, poses = sort_inputs(data)
     check_output_folder(out)
+    check_sensors(spec)
     check_method(spec)  # last: it loads the estimator (JAX or CasADi)
     return Experiment(
         name=out.name,
