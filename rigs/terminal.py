@@ -102,18 +102,8 @@ def parameter_table(estimate, title: str | None = None) -> Table:
     for name, p in estimate.parameters.items():
         std = "—" if p.std is None else f"{p.std:.2g}"
         relative = f" ({100 * abs(p.std / p.value):.2g} %)" if p.std and p.value else ""
-        table.add_row(name, f"{p.value:.6g} ± {std}{relative}", p.unit, flags(p))
+        table.add_row(name, f"{p.value:.6g} ± {std}{relative}", p.unit, p.flags)
     return table
-
-
-def flags(p) -> str:
-    """What a reader must know about one parameter estimate, in words ('' if nothing)."""
-    out = []
-    if p.at_bound:
-        out.append(f"at {p.at_bound} bound")
-    if not p.identifiable:
-        out.append("not identifiable")
-    return ", ".join(out)
 
 
 @contextmanager
