@@ -7,7 +7,7 @@ Each encoder sensor reads the column named after it, in rad, unless its table sa
     column = { name = "angle_deg", unit = "deg", sign = -1, offset = { value = 90, unit = "deg" },
                time = "time_ms", time_unit = "ms", file = "lab_*.csv" }
 
-    [sensors.u]                      # the control voltage, optional
+    [sensors.u]                      # the motor voltage (rigs with a motor)
     kind = "control"
     column = { name = "motor_mV", unit = "mV" }
 
@@ -79,11 +79,12 @@ def csv_layout(spec: RigSpec | None, path: str | Path) -> CsvLayout | None:
     ]
     name = Path(path).name
     columns, times = [], {}
+    # Every sensor the spec declares must be in the file (a motor rig read without its
+    # voltage would be fitted as if unpowered); without a control sensor, u is optional.
     for sensor, si in [(s, ANGLE_UNIT) for _, s in encoders] + [
         (s, CONTROL_UNIT) for s in controls[:1]
     ]:
-        required = si == ANGLE_UNIT or _applies(spec, sensor, name)
-        column, time = _column(spec, sensor, si, name, required)
+        column, time = _column(spec, sensor, si, name, required=True)
         columns.append(column)
         if time is not None:
             times[sensor] = time

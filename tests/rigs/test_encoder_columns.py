@@ -97,6 +97,17 @@ def test_misspelled_column_names_line_spec_key_and_a_guess(tmp_path: Path, spec)
     assert "[sensors.theta] column" in message
 
 
+def test_a_declared_control_must_be_in_the_file(tmp_path: Path, spec) -> None:
+    """The spec has a motor ([sensors.u]): a file without its column is an error, not an
+    unpowered rig."""
+    path = tmp_path / "bench_run4.csv"
+    path.write_text(LAB_CSV.replace(",motor_cmd_mV", "").replace(",0\n", "\n"))
+    with pytest.raises(
+        InputError, match=r"no column 'motor_cmd_mV' for channel 'u'.*\[sensors\.u\]"
+    ):
+        read_log(path, spec)
+
+
 def test_bad_row_of_a_lab_file_names_its_line(tmp_path: Path, spec) -> None:
     path = tmp_path / "bench_run3.csv"
     path.write_text(LAB_CSV.replace("3,OK,-171.8851,36", "3,OK,-171.88.51,36"))
