@@ -129,5 +129,8 @@ def test_identify_help_documents_the_method_keys(capsys):
     status = run(["identify", "--help"])
     out = capsys.readouterr().out
     assert status == 0
-    for key in ("kappa_final", "model_error", "h_max", "sigma_pos", "docs/rig-spec.md"):
+    from physid.rigs.models import ellipse_drop, identify_hinged
+
+    keys = (*identify_hinged.METHOD_KEYS, *ellipse_drop.METHOD_KEYS)  # every key the code reads
+    for key in ("[method] settings", "[sensors.NAME] column", *keys, "docs/rig-spec.md"):
         assert key in out, key
