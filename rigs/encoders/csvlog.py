@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -251,10 +252,10 @@ def _suggest(name: str, header: list[str]) -> str:
 
 def _parse_fast(raw: bytes, start: int, delimiter: str, usecols, ncol: int) -> np.ndarray:
     """The used columns of every data row after byte ``start`` [rows, len(usecols)], NaN
-    for empty fields, by NumPy's C parser; ValueError on a row it refuses, a row whose field
-    count is not ``ncol``, or comments among the rows (left to the line-by-line parse)."""
-    if raw.find(b"#", start) >= 0:  # comment lines may hold delimiters
-        raise ValueError("comments among the data rows")
+    for empty fields, by NumPy's C parser; ValueError on a row it refuses or a row whose
+    field count is not ``ncol`` (left to the line-by-line parse, which names the line)."""
+    if raw.find(b"#", start) >= 0:  # comments (and the delimiters they may hold) go first
+        raw, start = re.sub(rb"#[^\n]*", b"", raw[start:]), 0
     if raw.find(b"\r", start) >= 0:
         raw, start = raw[start:].replace(b"\r\n", b"\n").replace(b"\r", b"\n"), 0
     a = np.frombuffer(raw, dtype=np.uint8, offset=start)

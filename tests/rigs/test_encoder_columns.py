@@ -132,15 +132,23 @@ def test_unknown_column_key_is_a_spec_error_with_a_guess(tmp_path: Path) -> None
         read_log(tmp_path / "bench.csv", load_spec(path))
 
 
-def test_semicolons_comments_and_slow_path_agree(tmp_path: Path) -> None:
-    """A file the C parser refuses (a trailing comment) is parsed line by line, to the same
-    numbers; a semicolon-delimited export reads like a comma one."""
+def test_comments_semicolons_and_the_slow_path_agree(tmp_path: Path, monkeypatch) -> None:
+    """Comments among the rows (holding delimiters too) and a semicolon export take the fast
+    path to the same numbers; a field of blanks, which the C parser refuses, takes the
+    line-by-line parse, to the same numbers again."""
+    from physid.rigs.encoders import csvlog
+
     rows = "t,theta1,u\n0.0,1.5,\n0.001,,0.25\n0.002,-2e-3,0.5\n"
     (tmp_path / "a.csv").write_text(rows)
-    (tmp_path / "b.csv").write_text(rows.replace("0.001,,0.25", "0.001,,0.25  # glitch"))
+    commented = rows.replace("0.001,,0.25", "# re-zeroed here, see log, p. 3\n0.001,,0.25 # x")
+    (tmp_path / "b.csv").write_text(commented)
     (tmp_path / "c.csv").write_text(rows.replace(",", ";"))
-    a, b, c = (read_log_csv(tmp_path / f"{k}.csv") for k in "abc")
-    for other in (b, c):
+    (tmp_path / "d.csv").write_text(rows.replace("0.001,,0.25", "0.001,  ,0.25"))
+    a, d = read_log_csv(tmp_path / "a.csv"), read_log_csv(tmp_path / "d.csv")
+    with monkeypatch.context() as m:
+        m.setattr(csvlog, "_parse_slow", None)  # calling it would fail the test
+        b, c = read_log_csv(tmp_path / "b.csv"), read_log_csv(tmp_path / "c.csv")
+    for other in (b, c, d):
         np.testing.assert_array_equal(other.t, a.t)
         np.testing.assert_array_equal(other.missing, a.missing)
         np.testing.assert_array_equal(np.nan_to_num(other.values), np.nan_to_num(a.values))
