@@ -92,6 +92,13 @@ def prepare(rig: str, data: list[Path], out: Path) -> Experiment:
     out = Path(out).resolve()
     spec = load_spec(rig)
     encoders, poses = sort_inputs(data)
+    wrong = encoders if spec.model == "ellipse_drop" else poses
+    if wrong:
+        wants = "one pose CSV (t,x,y,theta)" if spec.model == "ellipse_drop" else "encoder logs"
+        raise InputError(
+            f"{wrong[0]}: the {spec.model} rig is identified from {wants}; this file is "
+            f"{'an encoder log' if wrong is encoders else 'a pose CSV (t,x,y,theta)'}"
+        )
     check_output_folder(out)
     check_sensors(spec)
     check_method(spec)  # last: it loads the estimator (JAX or CasADi)

@@ -88,6 +88,10 @@ def test_identify_on_a_video_and_on_a_binary_csv(capsys, tmp_path):
     fake.write_bytes((ROOT / "videos" / "pendulum.bin").read_bytes()[:4096])
     status, err = physid(capsys, "identify", "pendulum", fake, "--out", tmp_path / "o")
     assert status == 2 and "log.csv: byte " in one_line_error(err) and "not a text file" in err
+    poses = tmp_path / "poses.csv"
+    poses.write_text("t,x,y,theta\n0,0,0,0\n")
+    status, err = physid(capsys, "identify", "pendulum", poses, "--out", tmp_path / "o")
+    assert status == 2 and "the pendulum rig is identified from encoder logs" in err
 
 
 def test_spec_typos(capsys, tmp_path):
