@@ -131,6 +131,7 @@ def identify(
         enable_compilation_cache,
         identify_series,
         method_settings,
+        refuse_long_gaps,
         series_on_grid,
     )
     from physid.rigs.models.kinds import kind_module
@@ -140,6 +141,8 @@ def identify(
     h = method_settings(spec)["h"]
     streams = [d if isinstance(d, Stream) else read_log(d, spec) for d in items]
     labels = [_label(d, i) for i, d in enumerate(items)]
+    for stream, label in zip(streams, labels, strict=True):
+        refuse_long_gaps(stream, spec, label)  # [method] max_gap: not bridged by the fit
     series = [
         series_on_grid(s, rig.channels, h, lab) for s, lab in zip(streams, labels, strict=True)
     ]

@@ -182,9 +182,12 @@ def identify(
     with _ProgressView([exp], console) as view:
         summary = identify_files(exp, out, method, force, view.event)
         view.done(exp.name, summary)
-    if summary["status"] != "ok":
-        log = Path(out).resolve().parent / str(summary.get("log", ""))
-        raise IdentifyFailed(f"{summary['error']} (log: {log})", summary.get("input_error"))
+    if summary["status"] not in ("ok", "warning"):
+        log = summary.get("log")
+        where = f" (log: {Path(out).resolve().parent / log})" if log else ""
+        raise IdentifyFailed(f"{summary['error']}{where}", summary.get("input_error"))
+    for note in summary.get("warnings", []):
+        console.print(error_line("warning", note, "yellow"), soft_wrap=True)
     estimate = Estimate.read(Path(out) / "estimate.json")
     console.print(parameter_table(estimate, f"{estimate.rig}: identified parameters"))
     status = "converged" if estimate.converged else "NOT converged"

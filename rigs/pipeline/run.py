@@ -379,6 +379,7 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         enable_compilation_cache,
         identify_series,
         method_settings,
+        refuse_long_gaps,
         series_on_grid,
     )
     from physid.rigs.models.kinds import kind_module
@@ -408,6 +409,9 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         streams.append(stream)
     h = method_settings(spec)["h"]
     warned: list[str] = []
+    if settings.get("refuse_gaps"):  # physid identify: the user named these files
+        for stream, path in zip(streams, exp.encoders, strict=True):
+            refuse_long_gaps(stream, spec, path)
     streams, labels = encoder_segments(streams, exp.encoders, spec, h, facts, log, warned)
     series = [
         series_on_grid(s, rig.channels, h, lab) for s, lab in zip(streams, labels, strict=True)

@@ -134,8 +134,10 @@ def identify_files(
     log.txt, summary.json, replaced only when all are written.
 
     ``method`` overrides ``[method]`` settings of the spec; ``sink`` receives the progress
-    events ``physid process`` shows. Returns the run's summary (``status`` "ok", or "failed"
-    with the ``error``)."""
-    settings = {"force": force, "method": dict(method or {})}
+    events ``physid process`` shows. Returns the run's summary (``status`` "ok", "warning"
+    with its ``warnings``, or "failed" with the ``error``)."""
+    # A log with a gap longer than [method] max_gap is refused (process splits it): the
+    # user named these files, and a split would fit a part of one they did not choose.
+    settings = {"force": force, "method": dict(method or {}), "refuse_gaps": True}
     kwargs = {} if sink is None else {"sink": sink}
     return run_experiment(exp, Path(out).resolve().parent, settings, **kwargs)
