@@ -2,7 +2,7 @@
 
 Every command ends with what it wrote; a bad input is one line that names the file or key and
 says what to do (exit status 2); other libraries' warnings go to a log file, not the terminal
-(``rigs.terminal``).
+(``rigs.cli_output``).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def simulate(
         return
     if rig is None or out is None:
         raise UserError("give a RIG and --out DIR, or --sample DIR for the sample experiments")
-    from physid.rigs.terminal import clock
+    from physid.rigs.cli_output import clock
     from physid.spec import load_spec, with_overrides
 
     spec = with_overrides(load_spec(rig), _parse_sets(set_ or []))
@@ -171,9 +171,9 @@ def identify(
     """Identify a rig's parameters from recorded data: a table of the values, estimate.json
     and the same HTML report as physid process."""
     from physid.estimation.estimate import Estimate
+    from physid.rigs.cli_output import parameter_table
     from physid.rigs.pipeline.process import _ProgressView
     from physid.rigs.pipeline.single import identify_files, prepare
-    from physid.rigs.terminal import parameter_table
 
     exp = prepare(rig, data, out)
     LIBRARY_LOG.write_to(Path(out) / "physid.log")
@@ -285,7 +285,7 @@ def _register_plugins() -> None:
 
 def main() -> None:
     """Console-script entry point: ``run`` the command line, exit with its status; other
-    libraries' warnings and logs go to a log file (``rigs.terminal.LibraryLog``)."""
+    libraries' warnings and logs go to a log file (``rigs.cli_output.LibraryLog``)."""
     from physid.rigs.pipeline.allocator import tune_this_process
 
     tune_this_process()
@@ -343,7 +343,7 @@ def os_error_text(exc: OSError) -> str:
 
 
 def _library_log():
-    from physid.rigs.terminal import LibraryLog
+    from physid.rigs.cli_output import LibraryLog
 
     return LibraryLog(console)
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 from rich.console import Console
 
+from physid.rigs.cli_output import LibraryLog
 from physid.rigs.encoders.capture import TruncatedCaptureWarning
-from physid.rigs.terminal import LibraryLog
 
 
 def test_library_warnings_to_the_file_physid_warnings_to_the_terminal(tmp_path):
@@ -59,7 +59,7 @@ def test_install_takes_over_warnings_in_a_fresh_process(tmp_path):
     code = (
         "import warnings, logging\n"
         "from rich.console import Console\n"
-        "from physid.rigs.terminal import LibraryLog\n"
+        "from physid.rigs.cli_output import LibraryLog\n"
         "log = LibraryLog(Console(stderr=True)); log.install()\n"
         "warnings.warn('from a library', FutureWarning)\n"
         "logging.getLogger('distributed.scheduler').warning('a dask log line')\n"

@@ -1,4 +1,5 @@
-"""What the ``physid`` command line shows, and what it keeps out of the terminal.
+"""What the ``physid`` command line shows, and what it keeps out of the terminal (the plain-text
+console itself is ``physid.terminal``).
 
 - ``LibraryLog``: warnings and log records of other libraries (JAX, Dask, Matplotlib...) go to
   a log file, not the terminal; physid's own warnings (a truncated capture) stay visible.
