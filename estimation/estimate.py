@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import html
 import json
 import math
 import os
@@ -80,6 +81,16 @@ class ParameterEstimate:
         if (self.at_bound or self.lower_bound) and math.isfinite(std):
             raise ValueError("a parameter at a bound or only bounded below has no finite std")
 
+    @property
+    def flags(self) -> str:
+        """What a reader must know about this value, in words ('' if nothing)."""
+        notes = [f"at {self.at_bound} bound"] if self.at_bound else []
+        if self.lower_bound:
+            notes.append("a lower bound only")
+        if not self.identifiable:
+            notes.append(f"not identifiable ({self.reason})" if self.reason else "not identifiable")
+        return ", ".join(notes)
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -123,7 +134,60 @@ class Estimate:
         return self.validation.get("verdict")
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-safe (what ``estimate.json`` holds)."""
         return _plain(asdict(self))
+
+    @property
+    def values(self) -> dict[str, float]:
+        """Identified values by name (SI)."""
+        return {k: p.value for k, p in self.parameters.items()}
+
+    def table(self) -> dict[str, list]:
+        """The parameters as columns of plain lists: ``parameter``, ``value``, ``std``,
+        ``unit`` (SI), ``identifiable``, ``flags``. A dict, no DataFrame needed (pandas takes
+        it as it is: ``pandas.DataFrame(estimate.table())``)."""
+        ps = self.parameters
+        return {
+            "parameter": list(ps),
+            "value": [p.value for p in ps.values()],
+            "std": [p.std for p in ps.values()],
+            "unit": [p.unit for p in ps.values()],
+            "identifiable": [p.identifiable for p in ps.values()],
+            "flags": [p.flags for p in ps.values()],
+        }
+
+    def __repr__(self) -> str:
+        shown = "; ".join(
+            f"{k} = {_num(p.value, '.6g')} ± {_num(p.std, '.2g')} {p.unit}".rstrip()
+            + (f" ({p.flags})" if p.flags else "")
+            for k, p in self.parameters.items()
+        )
+        state = "converged" if self.converged else "not converged"
+        return (
+            f"Estimate({self.rig!r}, {state}, {self.iterations} iterations, cost/step "
+            f"{self.cost:.4g}: {shown})"
+        )
+
+    def _repr_html_(self) -> str:
+        """The parameter table a notebook shows for an Estimate."""
+        e = html.escape
+        rows = "".join(
+            f"<tr><td style='text-align:left'>{e(k)}</td><td>{_num(p.value, '.6g')}</td>"
+            f"<td>{_num(p.std, '.2g')}</td><td style='text-align:left'>{e(p.unit)}</td>"
+            f"<td style='text-align:left'>{e(p.flags)}</td></tr>"
+            for k, p in self.parameters.items()
+        )
+        state = "converged" if self.converged else "<b>not converged</b>"
+        caption = (
+            f"{e(self.rig)}: {e(self.solver)}, {state} after {self.iterations} iterations, "
+            f"cost per step {self.cost:.4g}"
+            + (f", cross-validation {self.cv_cost:.4g}" if self.cv_cost is not None else "")
+        )
+        head = "".join(f"<th>{h}</th>" for h in ("parameter", "value", "std", "unit (SI)", "flags"))
+        return (
+            f"<table><caption style='text-align:left'>{caption}</caption>"
+            f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        )
 
     def write(self, path: str | Path) -> Path:
         """Write ``estimate.json`` atomically, so a crash never leaves half a file."""
@@ -134,6 +198,11 @@ class Estimate:
         data = json.loads(Path(path).read_text())
         data["parameters"] = {k: ParameterEstimate(**v) for k, v in data["parameters"].items()}
         return Estimate(**data)
+
+
+def _num(value, spec: str) -> str:
+    """A number for display; '—' where there is none (non-finite values read back as None)."""
+    return "—" if value is None else format(value, spec)
 
 
 def physid_version() -> str:

@@ -318,7 +318,7 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
         "fit_image": _fit_section(estimate, folder),
         "impulse_plot": _impulses(estimate),
         "cost_plot": cost_plot(estimate.history) if estimate.history else "",
-        **_facts(summary),
+        **_facts(summary, folder),
     }
     return render("experiment.html", **context)
 
@@ -485,7 +485,7 @@ def _impulses(estimate: Estimate) -> str:
     return impulse_plot(impulses) if impulses else ""
 
 
-def _facts(summary: dict) -> dict:
+def _facts(summary: dict, folder: Path) -> dict:
     facts = summary.get("facts", {})
     sections = []
     sync = facts.get("sync")
@@ -497,10 +497,11 @@ def _facts(summary: dict) -> dict:
     for enc in facts.get("encoders", []):
         sections.append(_dict_section(f"Encoder log {enc['file']}", enc))
     timings = summary.get("timings") or {}
+    overlay = summary.get("files", {}).get("overlay")
     return {
         "warnings": list(summary.get("warnings", [])),
         "facts": sections,
-        "overlay": summary.get("files", {}).get("overlay", ""),
+        "overlay": overlay_video(folder / overlay) if overlay else "",
         "timing_rows": [[k, f"{v:.2f}"] for k, v in timings.items()],
     }
 
@@ -508,6 +509,24 @@ def _facts(summary: dict) -> dict:
 def _dict_section(title: str, d: dict) -> dict:
     rows = [[k, fmt(v) if not isinstance(v, list | dict) else str(v)] for k, v in d.items()]
     return {"title": title, "header": ["", "value (unit as in the name)"], "rows": rows}
+
+
+# An overlay up to this size is embedded in the page (which then plays it mailed alone);
+# a larger one is played from the file beside report.html.
+EMBED_VIDEO_BYTES = 16 << 20
+
+
+def overlay_video(path: Path) -> str:
+    """The tracking overlay (WebM) as a ``<video>`` the page plays, and a link to the file."""
+    src = path.name
+    if path.exists() and path.stat().st_size <= EMBED_VIDEO_BYTES:
+        src = "data:video/webm;base64," + base64.b64encode(path.read_bytes()).decode()
+    return (
+        f'<video id="overlay" src="{src}" controls muted loop playsinline preload="auto" '
+        'style="max-width:100%"></video>'
+        f'<p><a href="{esc(path.name)}">overlay video file</a> (detected markers drawn on the '
+        "video, to check the tracking by eye)</p>"
+    )
 
 
 def write_experiment_report(path: Path, summary: dict, estimate: Estimate, folder: Path) -> Path:

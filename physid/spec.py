@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from physid.errors import InputError
+from physid.suggest import did_you_mean
 from physid.units import UnitError, parse_unit, to_si
 
 # The built-in rig specs are data of the rigs package (``rigs/specs/`` in the repository).
@@ -133,10 +134,21 @@ class RigSpec:
             if name not in allowed:
                 raise self.error(
                     f"parameters.{name}",
-                    f"model {self.model!r} has no parameter {name!r}; known: "
-                    + ", ".join(sorted(allowed)),
+                    f"model {self.model!r} has no parameter {name!r}"
+                    f"{did_you_mean(name, allowed)}; known: " + ", ".join(sorted(allowed)),
                 )
             _check_dimension(self, f"parameters.{name}", param.unit, allowed[name])
+
+    def check_keys(self, section: str, known) -> None:
+        """Raise if ``[section]`` has a key that is not in ``known`` (a typo would otherwise
+        leave the setting at its default without a word)."""
+        table = self.method if section == "method" else self.sections.get(section, {})
+        for key in table:
+            if key not in known:
+                raise self.error(
+                    f"{section}.{key}",
+                    f"unknown setting{did_you_mean(key, known)}; known: {', '.join(sorted(known))}",
+                )
 
 
 def _check_dimension(spec: RigSpec, where: str, written: str, expected: str) -> None:
@@ -182,8 +194,16 @@ def load_spec(path: str | Path) -> RigSpec:
             raw = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}") from None
+    except FileNotFoundError:
+        raise SpecError(_no_such_rig(path)) from None
     except OSError as exc:
         raise SpecError(f"{path}: cannot read rig spec: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a rig spec (not TOML text)") from None
+    for table in raw:
+        known = did_you_mean(table, _KNOWN_TABLES | _SECTIONS)
+        if table not in _KNOWN_TABLES | _SECTIONS and known:
+            raise SpecError(f"{path}: [{table}] is not a table physid reads{known}")
 
     rig = raw.get("rig")
     if not isinstance(rig, dict) or "model" not in rig:
@@ -222,6 +242,24 @@ def _dotted(table: dict, leaf_key: str, prefix: str = "") -> dict:
 
 
 _KNOWN_TABLES = {"rig", "fixed", "parameters", "method", "sensors"}
+# Tables kept verbatim for the model builders (a misspelling of one of these is an error;
+# other tables are kept for builders this module does not know).
+_SECTIONS = {"simulation", "scene", "markers", "video"}
+
+
+def _no_such_rig(path: Path) -> str:
+    """The error for a spec that does not exist: a guess among the built-in rigs, and all of
+    them listed."""
+    rigs = builtin_specs()
+    listed = ", ".join(rigs)
+    if path.suffix != ".toml" and len(path.parts) == 1:
+        guess = did_you_mean(path.name.replace("-", "_"), rigs)
+        return (
+            f"no rig {path.name!r}{guess}; built-in rigs: {listed}; or give the path of a "
+            "spec file (.toml)"
+        )
+    guess = did_you_mean(path.stem, rigs)
+    return f"{path}: no such rig spec file{guess}; built-in rigs: {listed}"
 
 
 def _parameter(spec: RigSpec, key: str, entry: Any) -> ParameterSpec:

@@ -1,4 +1,9 @@
-"""The ``physid`` command line: one entry point, one sub-command per job."""
+"""The ``physid`` command line: one entry point, one sub-command per job.
+
+Every command ends with what it wrote; a bad input is one line that names the file or key and
+says what to do (exit status 2); other libraries' warnings go to a log file, not the terminal
+(``rigs.cli_output``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
+from physid.suggest import did_you_mean
 from physid.terminal import Console, error_line
+
+
+class _Commands(TyperGroup):
+    """Sub-commands with a "did you mean" for a misspelled one."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            listed = ", ".join(sorted(self.commands))
+            ctx.fail(
+                f"no command {args[0]!r}{did_you_mean(args[0], self.commands)}; commands: {listed}"
+            )
+        return super().resolve_command(ctx, args)
+
 
 # Help texts are plain text (rich_markup_mode=None): "[method]", "[scene] and [markers]" in
 # them are spec tables, not markup.
@@ -20,8 +40,36 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=_Commands,
 )
 console = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("physid")
+        except metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        print(f"physid {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Identify physical parameters of mechanisms from video and encoder logs.
+
+    Rigs are spec files (TOML) or built-in names; see docs/rig-spec.md."""
+
 
 # Modules that add their own sub-commands through ``register(app)``.
 COMMAND_MODULES: tuple[str, ...] = ("physid.rigs.encoders.record", "physid.vision.cli")
@@ -74,20 +122,41 @@ def simulate(
         return
     if rig is None or out is None:
         raise UserError("give a RIG and --out DIR, or --sample DIR for the sample experiments")
+    from physid.rigs.cli_output import clock
     from physid.spec import load_spec, with_overrides
 
     spec = with_overrides(load_spec(rig), _parse_sets(set_ or []))
     options = SimulateOptions(out, duration, dt, noise, seed, control)
-    written = kind_module(spec).simulate(spec, options, console)
+    module = kind_module(spec)
+    with clock(console, f"simulating {spec.name}"):
+        written = module.simulate(spec, options, console)
     for label, path in written.items():
         console.print(f"[green]wrote[/green] {label}: {path}")
 
 
-@app.command()
+IDENTIFY_HELP = """
+\b
+Data: encoder logs (.bin captures of the board, or CSV: a time column and
+one column per encoder; a lab's own columns, units, sign and zero are
+named in the spec's [sensors.NAME] column table), or for the ellipse
+drop one pose CSV (t,x,y,theta from physid track). With several logs the
+first is fitted and each other one cross-validates the fit.
+
+\b
+[method] settings of the spec, all optional (docs/rig-spec.md):
+  pendulum, furuta: h (s), kappa, kappa_final, max_iter, eps_g,
+    eps_delta, eps_f, lm_tau, alpha_shrink, eps_fric (rad/N m s),
+    model_error, physical_consistency, max_gap (s)
+  ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
+    mu_pull, max_iter
+"""
+
+
+@app.command(epilog=IDENTIFY_HELP)
 def identify(
     rig: Annotated[str, typer.Argument(help="Rig spec TOML, or a built-in rig name")],
-    data: Annotated[list[Path], typer.Argument(help="Encoder logs (.csv, .bin) or pose CSVs")],
-    out: Annotated[Path, typer.Option(help="Output folder for estimate.json and plots")],
+    data: Annotated[list[Path], typer.Argument(help="Encoder logs (.csv, .bin) or a pose CSV")],
+    out: Annotated[Path, typer.Option(help="Output folder: estimate.json, report.html, log.txt")],
     model_error: Annotated[
         bool,
         typer.Option(
@@ -95,24 +164,59 @@ def identify(
             "to each std (about doubles the run time; same as [method] model_error = true)"
         ),
     ] = False,
+    force: Annotated[
+        bool, typer.Option(help="Recompute even if the inputs are those of the report in --out")
+    ] = False,
 ) -> None:
-    """Identify the rig's parameters from recorded data and write estimate.json."""
-    from dataclasses import replace
+    """Identify a rig's parameters from recorded data: a table of the values, estimate.json
+    and the same HTML report as physid process."""
+    from physid.estimation.estimate import Estimate
+    from physid.rigs.cli_output import parameter_table
+    from physid.rigs.pipeline.process import _ProgressView
+    from physid.rigs.pipeline.single import identify_files, prepare
 
+    exp = prepare(rig, data, out)
+    LIBRARY_LOG.write_to(Path(out) / "physid.log")
+    method = {"model_error": True} if model_error else {}
+    _load_model(exp.rig)
+    with _ProgressView([exp], console) as view:
+        summary = identify_files(exp, out, method, force, view.event)
+        view.done(exp.name, summary)
+    if summary["status"] not in ("ok", "warning"):
+        log = summary.get("log")
+        where = f" (log: {Path(out).resolve().parent / log})" if log else ""
+        raise IdentifyFailed(f"{summary['error']}{where}", summary.get("input_error"))
+    for note in summary.get("warnings", []):
+        console.print(error_line("warning", note, "yellow"), soft_wrap=True)
+    estimate = Estimate.read(Path(out) / "estimate.json")
+    console.print(parameter_table(estimate, f"{estimate.rig}: identified parameters"))
+    status = "converged" if estimate.converged else "NOT converged"
+    reused = "; report reused (inputs unchanged)" if summary.get("skipped") else ""
+    console.print(
+        f"{estimate.solver}: {status} after {estimate.iterations} iterations, cost per step "
+        f"{estimate.cost:.4g}{reused}",
+        markup=False,
+        highlight=False,
+    )
+    console.print(f"[green]wrote[/green] {Path(out) / 'report.html'}")
+
+
+def _load_model(rig: str) -> None:
+    """Import the rig's model (JAX, the estimator) before the live view starts: loading a
+    large compiled library holds the interpreter lock, which would stop the view's clock."""
     from physid.rigs.models.kinds import kind_module
     from physid.spec import load_spec
 
-    spec = load_spec(rig)
-    if model_error:
-        spec = replace(spec, method={**spec.method, "model_error": True})
-    for path in data:
-        if not path.exists():
-            raise UserError(f"{path}: no such file")
-    module = kind_module(spec)
-    if not hasattr(module, "identify"):
-        raise UserError(f"no estimator for model {spec.model!r} yet (see the open issues)")
-    module.identify(spec, data, out, console)
-    console.print(f"[green]wrote[/green] {out / 'estimate.json'}")
+    kind_module(load_spec(rig))
+    importlib.import_module("physid.rigs.models.identify_hinged")
+
+
+class IdentifyFailed(Exception):
+    """A run that failed: the summary's error, and whether bad input caused it."""
+
+    def __init__(self, message: str, input_error: bool | None):
+        super().__init__(message)
+        self.input_error = bool(input_error)
 
 
 @app.command()
@@ -157,6 +261,8 @@ def process(
 
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: give at least 1")
+    LIBRARY_LOG.write_to(Path(out) / "physid.log")
+    LIBRARY_LOG.adopt("distributed")  # imported with process.py: its own stderr handler
     options = ProcessOptions(jobs, scheduler, force, cross_validate, allow_outside, dashboard)
     try:
         index = process_folder(folder, out, options, console)
@@ -171,33 +277,58 @@ def process(
 
 
 def _register_plugins() -> None:
+    if "calibrate" in {c.name for c in app.registered_commands}:
+        return  # registered by an earlier run() in this process
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(app)
+
+
+def main() -> None:
+    """Console-script entry point: ``run`` the command line, exit with its status; other
+    libraries' warnings and logs go to a log file (``rigs.cli_output.LibraryLog``)."""
+    from physid.rigs.pipeline.allocator import tune_this_process
+
+    tune_this_process()
+    LIBRARY_LOG.install()
+    try:
+        status = run(sys.argv[1:])
+    finally:
+        logged = LIBRARY_LOG.flush_to_file()
+        if logged is not None:
+            console.print(f"(warnings of other libraries: {logged})", style="dim", markup=False)
+    sys.exit(status)
+
+
+def run(args: list[str]) -> int:
+    """Run one ``physid`` command line; returns the exit status: 0, 1 (a run failed), 2 (bad
+    input or usage: one line on stderr that says what to do), 3 (another run holds --out), 4
+    (an OS error such as a full disk: one line naming the file), 130 (interrupted)."""
+    from physid.errors import InputError
+
+    _register_plugins()
+    try:
+        app(args=list(args), prog_name="physid")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except (UserError, InputError, FileNotFoundError) as exc:
+        return _fail(str(exc), 2)
+    except IdentifyFailed as exc:
+        return _fail(str(exc), 2 if exc.input_error else 1)
+    except OSError as exc:
+        return _fail(os_error_text(exc), EXIT_OS)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        return 130
+    return 0
 
 
 # Exit status of an OS error outside the experiments: a full disk, a folder not writable.
 EXIT_OS = 4
 
 
-def main() -> None:
-    """Console-script entry point: user errors print one clear line and exit with status 2;
-    OS errors (a full disk, permissions) one line naming the file, status 4."""
-    from physid.errors import InputError
-    from physid.rigs.pipeline.allocator import tune_this_process
-
-    tune_this_process()
-    _register_plugins()
-    try:
-        app()
-    except (UserError, InputError, FileNotFoundError) as exc:
-        console.print(error_line("error", str(exc)))
-        sys.exit(2)
-    except OSError as exc:
-        console.print(error_line("error", os_error_text(exc)))
-        sys.exit(EXIT_OS)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]")
-        sys.exit(130)
+def _fail(message: str, status: int) -> int:
+    console.print(error_line("error", message), highlight=False, soft_wrap=True)
+    return status
 
 
 def os_error_text(exc: OSError) -> str:
@@ -209,3 +340,12 @@ def os_error_text(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         text += "; free space and run again (finished results are kept)"
     return text
+
+
+def _library_log():
+    from physid.rigs.cli_output import LibraryLog
+
+    return LibraryLog(console)
+
+
+LIBRARY_LOG = _library_log()

@@ -1,4 +1,6 @@
-"""Camera calibration from a checkerboard video (fisheye or pinhole OpenCV models).
+"""Camera calibration from a checkerboard video or photos (fisheye or pinhole OpenCV models).
+
+The views come from a video, a folder of images or a glob of images (``board_views``).
 
 Frames are chosen for coverage, not taken in order: every detection is binned by where the
 board is in the image (4 x 3 grid of the board centre) and by its tilt (sign of the
@@ -9,14 +11,18 @@ RMS is more than 3x the median (and above 0.5 px) are rejected and the fit is re
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+import glob
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from physid.errors import InputError
+from physid.units import UnitError, parse_unit
 from physid.vision.camera import Camera
 from physid.vision.render import board_points
 from physid.vision.video import frames, open_video
@@ -37,6 +43,11 @@ class CalibrationReport:
     rejected: dict[int, float]
     detected: int
     examined: int
+    names: dict[int, str] = field(default_factory=dict)  # image file per view (photos)
+
+    def label(self, k: int) -> str:
+        """``frame 12`` of a video, or the image file of a view."""
+        return self.names.get(k, f"frame {k:5d}")
 
 
 def parse_board(text: str) -> tuple[int, int]:
@@ -48,6 +59,105 @@ def parse_board(text: str) -> tuple[int, int]:
     if cols < 3 or rows < 3:
         raise InputError(f"--board {text!r}: need at least 3x3 inner corners")
     return cols, rows
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+# A checkerboard square (or ChArUco marker) is between 1 mm and 50 cm: a bare number outside
+# this range is not metres (``--square 20`` meant 20 mm).
+PLAUSIBLE_SQUARE_M = (1e-3, 0.5)
+
+
+def parse_length(text: str, option: str = "--square") -> float:
+    """``"20mm"``, ``"2 cm"``, ``"0.02m"`` or a bare ``"0.02"`` (metres) -> metres.
+
+    A bare number that is implausible as metres is an error asking for a unit."""
+    match = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not match:
+        raise InputError(f"{option} {text!r}: expected a length with its unit, e.g. 20mm")
+    value, unit = float(match.group(1)), match.group(2)
+    if unit:
+        try:
+            parsed = parse_unit(unit)
+        except UnitError as exc:
+            raise InputError(f"{option} {text!r}: {exc}") from None
+        if parsed.dims != parse_unit("m").dims:
+            raise InputError(f"{option} {text!r}: {unit!r} is not a length; e.g. 20mm")
+        value *= parsed.scale
+    elif not PLAUSIBLE_SQUARE_M[0] <= value <= PLAUSIBLE_SQUARE_M[1]:
+        raise InputError(
+            f"{option} {text}: {value:g} m is not a plausible size; give the unit, e.g. "
+            f"{option} {text}mm"
+        )
+    if not value > 0:
+        raise InputError(f"{option} {text!r}: must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class BoardViews:
+    """Where the board views come from: ``count`` views (0 if unknown) of ``size`` (w, h) px;
+    ``names`` the image files (empty for a video); ``what`` describes the source."""
+
+    source: str
+    count: int
+    size: tuple[int, int]
+    names: tuple[str, ...]
+    what: str
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(index, grey image) of every view."""
+        if not self.names:
+            for k, _, img in frames(self.source, gray=True):
+                yield k, img
+            return
+        for k, name in enumerate(self.names):
+            yield k, _read_image(name, self.size)
+
+
+def board_views(source: str | Path) -> BoardViews:
+    """The views of a calibration ``source``: a video file, a folder of images, or a glob
+    pattern of images (``shots/*.jpg``); an InputError says what was found instead."""
+    text = str(source)
+    path = Path(text)
+    if any(c in text for c in "*?[") and not path.exists():
+        names = sorted(p for p in glob.glob(text) if Path(p).suffix.lower() in IMAGE_SUFFIXES)
+        if not names:
+            raise BoardError(f"{text}: no images match this pattern ({', '.join(IMAGE_SUFFIXES)})")
+        return _image_views(text, names, f"{len(names)} images matching {text}")
+    if path.is_dir():
+        names = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not names:
+            raise BoardError(
+                f"{path}: no images in this folder ({', '.join(IMAGE_SUFFIXES)}); give a "
+                "folder of checkerboard photos, a glob such as 'shots/*.jpg', or a video"
+            )
+        return _image_views(text, names, f"{len(names)} images in {path}")
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        if not path.exists():
+            raise BoardError(f"{path}: no such image")
+        return _image_views(text, [text], f"the image {path.name}")
+    _, info = open_video(path)
+    return BoardViews(text, info.frames, info.size, (), f"video {path.name}")
+
+
+def _image_views(source: str, names: list[str], what: str) -> BoardViews:
+    first = cv2.imread(names[0], cv2.IMREAD_GRAYSCALE)
+    if first is None:
+        raise BoardError(f"{names[0]}: OpenCV cannot read this image")
+    size = (first.shape[1], first.shape[0])
+    return BoardViews(source, len(names), size, tuple(names), what)
+
+
+def _read_image(name: str, size: tuple[int, int]) -> np.ndarray:
+    img = cv2.imread(name, cv2.IMREAD_GRAYSCALE)
+    if img is None:
+        raise BoardError(f"{name}: OpenCV cannot read this image")
+    if (img.shape[1], img.shape[0]) != size:
+        raise BoardError(
+            f"{name}: {img.shape[1]}x{img.shape[0]} px, the other images are "
+            f"{size[0]}x{size[1]}; every view must come from the same camera setting"
+        )
+    return img
 
 
 def detect_board(gray: np.ndarray, pattern: tuple[int, int]) -> np.ndarray | None:
@@ -116,19 +226,19 @@ def calibrate_video(
     charuco: str | None = None,
     marker: float | None = None,
 ) -> CalibrationReport:
-    """Calibrate from a board video; see the module docstring. ``pattern`` counts inner
-    corners of a checkerboard, or squares of a ChArUco board when ``charuco`` names its
-    dictionary (``marker``: marker side, m)."""
-    path = Path(path)
-    _, info = open_video(path)
-    total = info.frames if info.frames > 0 else max_examined
+    """Calibrate from the board views of ``path``: a video, a folder of images or a glob of
+    images (``board_views``); see the module docstring. ``pattern`` counts inner corners of a
+    checkerboard, or squares of a ChArUco board when ``charuco`` names its dictionary
+    (``marker``: marker side, m); ``square`` in m."""
+    views = board_views(path)
+    total = views.count if views.count > 0 else max_examined
     stride = max(1, total // max_examined)
     found: dict = {}
     examined = 0
     det = None
     if charuco is not None:
         det = charuco_detector(pattern, square, marker or 0.75 * square, charuco)
-    for k, _, img in frames(path, gray=True):
+    for k, img in views:
         if progress is not None:
             progress(k + 1, total)
         if k % stride:
@@ -138,18 +248,33 @@ def calibrate_video(
         if view is not None:
             found[k] = view
     if len(found) < 4:
-        what = (
-            "--board counts INNER corners (squares minus one per side)"
-            if det is None
-            else "--board counts SQUARES and --charuco/--marker match the printed board"
+        raise BoardError(_too_few_views(views, pattern, len(found), examined, det is not None))
+    report = calibrate_views(
+        found, pattern, square, model, views.size, max_frames, views.source, examined
+    )
+    if views.names:
+        report = dataclasses.replace(report, names={k: Path(views.names[k]).name for k in found})
+    return report
+
+
+def _too_few_views(views: BoardViews, pattern, found: int, examined: int, charuco: bool) -> str:
+    board = f"the {pattern[0]}x{pattern[1]} board"
+    if views.names and len(views.names) < 4:
+        seen = "shows the board" if found else "does not show the board"
+        return (
+            f"{views.source}: {views.what} ({seen}); calibration needs at least 4 views of "
+            "the board from different angles: give a folder or glob of photos, or a video"
         )
-        raise BoardError(
-            f"{path}: frames 0-{total - 1}: the {pattern[0]}x{pattern[1]} board was found in "
-            f"{len(found)} of {examined} examined frames (need 4); check {what} and that "
-            "the board is in view and sharp"
-        )
-    return calibrate_views(
-        found, pattern, square, model, info.size, max_frames, str(path), examined
+    hint = (
+        "--board counts SQUARES and --charuco/--marker match the printed board"
+        if charuco
+        else "--board counts INNER corners (squares minus one per side)"
+    )
+    where = "images" if views.names else f"frames 0-{max(views.count, examined) - 1}"
+    return (
+        f"{views.source}: {where}: {board} was found in {found} of {examined} examined "
+        f"{'images' if views.names else 'frames'} (need 4); check {hint} and that the board is "
+        "in view and sharp"
     )
 
 

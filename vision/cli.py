@@ -2,72 +2,107 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from physid.terminal import Console  # messages keep their [brackets]
 
 console = Console(stderr=True)
 
 
-def _progress() -> Progress:
+class CameraModel(StrEnum):
+    """OpenCV's camera models physid calibrates and renders."""
+
+    fisheye = "fisheye"
+    pinhole = "pinhole"
+
+
+class RenderKind(StrEnum):
+    """What ``physid render`` draws."""
+
+    drop = "drop"
+    checkerboard = "checkerboard"
+    charuco = "charuco"
+
+
+def _progress(unit: str = "frames") -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} frames"),
-        TextColumn("{task.fields[fps]:.0f} frames/s"),
+        TextColumn(f"{{task.completed}}/{{task.total}} {unit}"),
+        TextColumn(f"{{task.fields[fps]:.0f}} {unit}/s"),
+        TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
     )
 
 
 def calibrate(
-    video: Annotated[Path, typer.Argument(help="Checkerboard video")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Checkerboard video, folder of photos, or a quoted glob such as 'shots/*.jpg'"
+        ),
+    ],
     board: Annotated[
         str, typer.Option(help="Checkerboard inner corners COLSxROWS (9x6); ChArUco: squares")
     ],
-    square: Annotated[float, typer.Option(help="Square size (m)")],
+    square: Annotated[str, typer.Option(help="Square side with its unit: 20mm, 2cm, 0.02m")],
     out: Annotated[Path, typer.Option(help="Camera JSON to write")],
-    model: Annotated[str, typer.Option(help="fisheye or pinhole")] = "fisheye",
-    max_frames: Annotated[int, typer.Option(help="Frames used in the fit")] = 25,
+    model: Annotated[CameraModel, typer.Option(help="Camera model")] = CameraModel.fisheye,
+    max_frames: Annotated[int, typer.Option(help="Views used in the fit")] = 25,
     charuco: Annotated[
         str | None, typer.Option(help="ChArUco board: its dictionary, e.g. DICT_4X4_50")
     ] = None,
-    marker: Annotated[float | None, typer.Option(help="ChArUco marker side (m)")] = None,
+    marker: Annotated[
+        str | None, typer.Option(help="ChArUco marker side with its unit: 15mm")
+    ] = None,
 ) -> None:
-    """Calibrate a camera from a checkerboard (or ChArUco) video; writes K, D, size as JSON."""
+    """Calibrate a camera from checkerboard (or ChArUco) views: a video, a folder of photos or
+    a glob of photos; writes K, D and the image size as JSON."""
     import time
 
-    from physid.vision.calibrate import calibrate_video, parse_board
+    from physid.vision.calibrate import board_views, calibrate_video, parse_board, parse_length
 
     pattern = parse_board(board)
+    side = parse_length(square, "--square")
+    marker_side = None if marker is None else parse_length(marker, "--marker")
+    views = board_views(source)
+    unit = "images" if views.names else "frames"
     start = time.perf_counter()
-    with _progress() as bar:
-        task = bar.add_task("calibrate", total=None, fps=0.0)
+    with _progress(unit) as bar:
+        task = bar.add_task(f"calibrate ({views.what})", total=None, fps=0.0)
 
         def tick(k: int, total: int) -> None:
             bar.update(task, completed=k, total=total, fps=k / (time.perf_counter() - start))
 
         report = calibrate_video(
-            video,
+            source,
             pattern,
-            square,
-            model,
+            side,
+            model.value,
             max_frames,
             progress=tick,
             charuco=charuco,
-            marker=marker,
+            marker=marker_side,
         )
     for k, v in sorted(report.frame_rms.items()):
-        console.print(f"frame {k:5d}: reprojection RMS {v:.3f} px")
+        console.print(f"{report.label(k)}: reprojection RMS {v:.3f} px", markup=False)
     for k, v in sorted(report.rejected.items()):
-        console.print(f"[yellow]rejected[/yellow] frame {k}: RMS {v:.3f} px (outlier)")
+        console.print(f"rejected {report.label(k)}: RMS {v:.3f} px (outlier)", markup=False)
     K = report.camera.K
     console.print(
-        f"board in {report.detected}/{report.examined} examined frames; used "
+        f"board in {report.detected}/{report.examined} examined {unit}; used "
         f"{len(report.frame_rms)}; overall RMS {report.rms:.3f} px; fx {K[0, 0]:.2f} "
         f"fy {K[1, 1]:.2f} cx {K[0, 2]:.2f} cy {K[1, 2]:.2f}"
     )
@@ -80,7 +115,9 @@ def track(
     calibration: Annotated[Path, typer.Option(help="Camera JSON from physid calibrate")],
     rig: Annotated[str, typer.Option(help="Rig spec TOML with [scene] and [markers]")],
     out: Annotated[Path, typer.Option(help="Pose stream CSV to write")],
-    overlay: Annotated[Path | None, typer.Option(help="Overlay video to write (.mp4)")] = None,
+    overlay: Annotated[
+        Path | None, typer.Option(help="Overlay video to write (.webm plays in browsers)")
+    ] = None,
 ) -> None:
     """Track the rig's markers and write the pose stream (t, x, y, theta + quality)."""
     import time
@@ -126,11 +163,13 @@ def track(
 
 
 def render(
-    out: Annotated[Path, typer.Argument(help="Video to write (.avi MJPG, .mp4, .mkv)")],
-    kind: Annotated[str, typer.Option(help="drop, checkerboard (9x6, 20 mm) or charuco")] = "drop",
+    out: Annotated[Path, typer.Argument(help="Video to write (.avi MJPG, .mkv, .webm)")],
+    kind: Annotated[
+        RenderKind, typer.Option(help="A drop, a 9x6 checkerboard (20 mm) or a ChArUco board")
+    ] = RenderKind.drop,
     frames: Annotated[int, typer.Option(help="Number of frames")] = 120,
     exposure: Annotated[float, typer.Option(help="Exposure (s), 0 = no motion blur")] = 0.0,
-    model: Annotated[str, typer.Option(help="fisheye or pinhole camera")] = "fisheye",
+    model: Annotated[CameraModel, typer.Option(help="Camera model")] = CameraModel.fisheye,
     rig: Annotated[str, typer.Option(help="Rig spec for the scene")] = "ellipse_drop",
     seed: Annotated[int, typer.Option(help="Noise seed")] = 0,
 ) -> None:
@@ -146,17 +185,17 @@ def render(
     )
     from physid.vision.scene import scene_from_spec
 
-    camera = action_camera() if model == "fisheye" else pinhole_camera()
-    if kind == "checkerboard":
+    camera = action_camera() if model is CameraModel.fisheye else pinhole_camera()
+    if kind is RenderKind.checkerboard:
         render_checkerboard_video(out, camera, (9, 6), 0.02, frames, seed=seed)
-    elif kind == "charuco":
+    elif kind is RenderKind.charuco:
         from physid.vision.render import render_charuco_video
 
         # 10x7 squares of 20 mm, 15 mm DICT_4X4_50 markers
         render_charuco_video(out, camera, (10, 7), 0.02, 0.015, n_frames=frames, seed=seed)
     else:
         scene = scene_from_spec(load_spec(rig))
-        view = default_view(camera, scene, 0.19 if model == "fisheye" else 0.45)
+        view = default_view(camera, scene, 0.19 if model is CameraModel.fisheye else 0.45)
         opts = RenderOptions(exposure=exposure, seed=seed)
         traj = drop_trajectory(scene, duration=frames / opts.fps + 0.01, v0=(0, 0, 2.0))
         render_drop(out, view, scene, traj, frames, opts)

@@ -6,8 +6,9 @@ never used while timestamps are available.
 
 Codecs (checked on opencv-contrib-python-headless 5.0, FFmpeg backend): ``MJPG`` in ``.avi``
 (intra-only JPEG, ``VIDEOWRITER_PROP_QUALITY`` honoured; the default for synthetic videos),
-``mp4v`` in ``.mp4`` (MPEG-4 part 2, for overlays), ``FFV1`` in ``.mkv`` (lossless; Matroska
-stores 1 ms timestamps). ``avc1``/H.264 is not available for writing in this build.
+``mp4v`` in ``.mp4`` (MPEG-4 part 2, which no browser plays), ``FFV1`` in ``.mkv``
+(lossless; Matroska stores 1 ms timestamps), ``VP90`` in ``.webm`` (VP9: browsers play it;
+overlays). ``avc1``/H.264 is not available for writing in this build.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from physid.errors import InputError
 
-FOURCC_FOR_SUFFIX = {".avi": "MJPG", ".mp4": "mp4v", ".mkv": "FFV1"}
+FOURCC_FOR_SUFFIX = {".avi": "MJPG", ".mp4": "mp4v", ".mkv": "FFV1", ".webm": "VP90"}
 
 
 class VideoError(InputError):

@@ -1,6 +1,6 @@
 """Encoder interface board: serial protocol v1, decoders, log formats, recorder, simulator.
 
-See ``docs/encoder-format.md`` and ``shared/encoder-protocol.md``.
+See ``docs/encoder-format.md`` and ``docs/encoder-protocol.md``.
 """
 
 from physid.rigs.encoders.csvlog import read_log_csv, write_log_csv

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from physid.errors import InputError
+from physid.rigs.encoders.capture import read_capture
 from physid.rigs.encoders.decode import DecodeStats, Frames
 from physid.spec import RigSpec, SpecError, _quantity
 from physid.streams import Stream
@@ -130,8 +131,6 @@ def frames_to_stream(
 
 def stream_from_capture(path: str | Path, spec: RigSpec | None, strict: bool = False) -> Stream:
     """Read a raw ``.bin`` capture into an EncoderStream; see :func:`read_capture`."""
-    from physid.rigs.encoders.readers import read_capture
-
     frames, stats = read_capture(path, strict=strict)
     channels = encoder_channels(spec) if spec is not None else default_channels(stats.n_channels)
     src = {"file": str(path), "format": "bin"}

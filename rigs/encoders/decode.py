@@ -3,7 +3,7 @@
 Both paths share one scanner, so a capture fed to :class:`StreamDecoder` in chunks of any size
 gives exactly what :func:`decode_capture` gives for the whole file.
 
-Reader rules (``shared/encoder-protocol.md``): a frame starts at a sync ``A5 5A``; it is
+Reader rules (``docs/encoder-protocol.md``): a frame starts at a sync ``A5 5A``; it is
 accepted only if its CRC matches (and version is 1 and ``n`` is the capture's channel count);
 after a rejected candidate the search resumes one byte after its sync, after an accepted frame
 at the frame's end. The scanner finds every sync candidate and checks every CRC at once with

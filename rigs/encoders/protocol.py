@@ -7,7 +7,7 @@ Frame (little-endian), ``n`` encoder channels, length ``16 + 4 n`` bytes::
     3  n       1..8     12+4n  u_mV   int16 control voltage (mV)
     4  seq     uint32   14+4n  crc    CRC-16/CCITT-FALSE over bytes 2 .. 13+4n
 
-See ``shared/encoder-protocol.md`` and ``docs/encoder-format.md``.
+See ``docs/encoder-protocol.md`` and ``docs/encoder-format.md``.
 """
 
 from __future__ import annotations

@@ -118,11 +118,16 @@ def _sim_vector(spec: RigSpec, key: str) -> np.ndarray:
     return np.array(raw, dtype=float)
 
 
+# The [method] keys of the ellipse drop (docs/planar-contact.md); any other is a typo.
+METHOD_KEYS = ("h_max", "sigma_pos", "sigma_theta", "rho", "mu_pull", "max_iter")
+
+
 def ipopt_settings(spec: RigSpec, noise: tuple[float, float] | None = None) -> IpoptSettings:
     """Estimator settings from ``[method]`` and ``[parameters]`` (SI). The observation
     noise is ``[method] sigma_pos`` / ``sigma_theta`` where the spec gives them, else
     ``noise`` (sigma_pos m, sigma_theta rad: the tracker's, ``tracking_noise``), else
     1 mm / 1 mrad (the paper's simulation noise)."""
+    spec.check_keys("method", METHOD_KEYS)
     ratio = spec.parameters.get("inertia_ratio")
     friction = spec.parameters.get("friction")
     kwargs = {}

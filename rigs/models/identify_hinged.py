@@ -41,9 +41,16 @@ from physid.rigs.models import validate_hinged
 from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
 from physid.spec import RigSpec
 
+# The [method] keys of the hinged rigs (docs/lm-estimator.md); any other is a typo.
+METHOD_KEYS = (
+    "h", "kappa", "kappa_final", "eps_g", "eps_delta", "max_iter", "eps_f", "lm_tau",
+    "eps_fric", "alpha_shrink", "model_error", "physical_consistency", "max_gap",
+)  # fmt: skip
+
 
 def method_settings(spec: RigSpec) -> dict:
     """h (s), κ, LM tolerances and iteration limit from ``[method]`` (Section 4.4 defaults)."""
+    spec.check_keys("method", METHOD_KEYS)
     kappa = spec.method_value("kappa", "1", 100.0)
     kappa_final = spec.method_value("kappa_final", "1", kappa)
     if not kappa > 0:
@@ -400,9 +407,17 @@ def identify_series(
     start = time.perf_counter()
     scale = parameter_scale(spec, names)  # the problems' scale, known before they are built
 
+    # LM's warm-up fits the states alone (θ held), then states and θ together: the
+    # iteration count starts again at 1, so a restart marks the joint run.
+    runs = {"last": 0, "joint": not (names and lm_settings(settings).warmup_iter > 0)}
+
     def on_iteration(it, cost, alpha, theta):
+        if it <= runs["last"]:
+            runs["joint"] = True
+        runs["last"] = it
+        phase = "states+θ" if runs["joint"] else "states (θ held)"
         shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
-        say(f"  iteration {it:3d}  cost/step {cost / n:.4e}  α {alpha:.2e}  {shown}")
+        say(f"  {phase} iteration {it:3d}  cost/step {cost / n:.4e}  α {alpha:.2e}  {shown}")
 
     def initial(problem):
         theta0 = np.array([spec.parameters[k].initial for k in names]) / problem.scale

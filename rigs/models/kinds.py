@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 from physid.spec import RigSpec, SpecError
+from physid.suggest import did_you_mean
 
 KIND_MODULES = {
     "pendulum": "physid.rigs.models.pendulum",
@@ -41,7 +42,7 @@ def kind_module(spec: RigSpec) -> ModuleType:
     name = KIND_MODULES.get(spec.model)
     if name is None:
         raise SpecError(
-            f"{spec.path}: [rig] model = {spec.model!r} is not a known model; "
-            f"known: {', '.join(sorted(KIND_MODULES))}"
+            f"{spec.path}: [rig] model = {spec.model!r} is not a known model"
+            f"{did_you_mean(spec.model, KIND_MODULES)}; known: {', '.join(sorted(KIND_MODULES))}"
         )
     return importlib.import_module(name)

@@ -197,6 +197,18 @@ def synchronize_video(
     return result, pose
 
 
+def encoder_pixels(
+    t: np.ndarray, t_encoder: np.ndarray, angles: np.ndarray, positions, camera, pose, m: int
+) -> np.ndarray:
+    """Where the encoder angles (interpolated at times ``t``, encoder clock) put the ``m``
+    markers in the image, through the camera ``pose``: [len(t), m, 2] px, NaN outside the
+    log."""
+    a = angles_at(t_encoder, angles, t)
+    world = positions(np.where(np.isfinite(a), a, 0.0))
+    px = camera.project(world.reshape(-1, 3), pose.rvec, pose.t_cw).reshape(-1, m, 2)
+    return np.where(np.all(np.isfinite(a), axis=1)[:, None, None], px, np.nan)
+
+
 def markers_on_grid(
     grid: np.ndarray,
     sync: SyncResult,
@@ -226,10 +238,7 @@ def markers_on_grid(
     step_t = grid[0] + h * np.rint((te - grid[0]) / h)
 
     def pixels(t):
-        a = angles_at(t_encoder, angles, t)
-        world = positions(np.where(np.isfinite(a), a, 0.0))
-        px = camera.project(world.reshape(-1, 3), pose.rvec, pose.t_cw).reshape(-1, m, 2)
-        return np.where(np.all(np.isfinite(a), axis=1)[:, None, None], px, np.nan)
+        return encoder_pixels(t, t_encoder, angles, positions, camera, pose, m)
 
     moved = uv + (pixels(step_t) - pixels(te))
     unusable = missing | ~np.all(np.isfinite(moved), axis=-1)

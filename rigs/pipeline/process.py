@@ -23,12 +23,14 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
+from rich.text import Text
 
 from physid.estimation.estimate import write_json_atomic
 from physid.estimation.report import write_index
@@ -301,10 +303,32 @@ class PinToCore(WorkerPlugin):
                 pass
 
 
-class _ProgressView:
-    """One rich progress line per experiment: its stage, frames where known, and status."""
+class StageClock(ProgressColumn):
+    """Time since the experiment started and since its stage began, e.g. ``1:02:07 (0:41 in
+    identify)``, frozen when it ends. Kept in the task's fields rather than rich's own elapsed
+    time, which stops when a bar fills up (tracking fills it, then identification ran for
+    minutes under a clock that stood still)."""
 
-    def __init__(self, experiments: list[Experiment], console: Console):
+    def render(self, task) -> Text:
+        f = task.fields
+        if f.get("t0") is None:
+            return Text("-:--:--", style="progress.elapsed")
+        end = f.get("t_end") or task.get_time()
+        text = _hms(end - f["t0"])
+        if f.get("t_end") is None and f.get("stage_t0") is not None:
+            text += f" ({_hms(end - f['stage_t0'])} in {f.get('stage', '')})"
+        return Text(text, style="progress.elapsed")
+
+
+def _hms(seconds: float) -> str:
+    return str(timedelta(seconds=max(0, int(seconds))))
+
+
+class _ProgressView:
+    """One rich progress line per experiment: its stage, frames where known, a clock that
+    keeps moving through every stage, and its status. ``get_time``: the clock (tests)."""
+
+    def __init__(self, experiments: list[Experiment], console: Console, get_time=None):
         # Names and notes are shown verbatim (markup=False): a note is often an error message
         # with "[method] h" or "[fixed.m]" in it; only the status word is coloured.
         self.progress = Progress(
@@ -312,9 +336,10 @@ class _ProgressView:
             BarColumn(bar_width=20),
             TextColumn("{task.fields[stage]:<12}"),
             TextColumn("{task.fields[note]}", markup=False),
-            TimeElapsedColumn(),
+            StageClock(),
             console=console,
             transient=False,
+            get_time=get_time,
         )
         self.tasks = {}
         self.lock = threading.Lock()
@@ -324,7 +349,7 @@ class _ProgressView:
         self.progress.start()
         for e in self.experiments:
             self.tasks[e.name] = self.progress.add_task(
-                e.name, total=None, name=e.name, stage="queued", note=""
+                e.name, total=None, name=e.name, stage="queued", note="", t0=None, stage_t0=None
             )
         return self
 
@@ -338,14 +363,25 @@ class _ProgressView:
         if task is None:
             return
         with self.lock:
-            note = msg.get("message", "")
-            fields = {"stage": escape(str(msg.get("stage", ""))), "note": note[:60]}
+            now = self.progress.get_time()
+            fields = self.progress.tasks[task].fields
+            stage = escape(str(msg.get("stage", "")))
+            update = {"stage": stage, "note": msg.get("message", "")[:60]}
+            if fields.get("t0") is None:
+                update["t0"] = now
+            if stage != fields.get("stage") or fields.get("stage_t0") is None:
+                update["stage_t0"] = now  # a new stage: its own clock, and an empty bar
+                self._empty_bar(task)
             if "frames" in msg:
-                self.progress.update(
-                    task, completed=msg["frames"], total=msg.get("total"), **fields
-                )
-                return
-            self.progress.update(task, **fields)
+                update.update(completed=msg["frames"], total=msg.get("total"))
+                update.pop("note")
+            self.progress.update(task, **update)
+
+    def _empty_bar(self, task) -> None:
+        """A pulsing bar until the stage reports frames (``update`` cannot unset a total)."""
+        with self.progress._lock:
+            bar = self.progress._tasks[task]
+            bar.total, bar.completed, bar.finished_time = None, 0, None
 
     def done(self, name: str, summary: dict) -> None:
         with self.lock:
@@ -354,12 +390,16 @@ class _ProgressView:
             if status == "warning" and not summary.get("skipped"):
                 note = "; ".join(summary.get("warnings", []))[:60]
             colour = {"ok": "green", "warning": "yellow"}.get(status, "red")
+            now = self.progress.get_time()
+            t0 = self.progress.tasks[self.tasks[name]].fields.get("t0")
             self.progress.update(
                 self.tasks[name],
                 total=1,
                 completed=1,
                 stage=f"[{colour}]{status}[/{colour}]",
                 note=note,
+                t0=now if t0 is None else t0,
+                t_end=now,
             )
 
 

@@ -79,9 +79,13 @@ class StageLog:
 # ------------------------------------------------------------------------------ one experiment
 
 
-def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dict:
+def run_experiment(
+    exp: Experiment, out_root: str | Path, settings: dict, sink: Callable[[dict], None] = emit
+) -> dict:
     """Process one experiment into ``out_root/NAME``; returns its summary (never raises for
     bad input: the error is in the summary with ``status`` "failed" or "invalid").
+    ``settings["method"]`` overrides ``[method]`` settings of the rig spec; ``sink`` receives
+    the progress events (default: the Dask client that submitted the task).
 
     Nothing is written or removed before the experiment's output paths are checked to lie
     inside ``out_root`` (``outputs.inside``). A finished report is reused only when its
@@ -103,11 +107,11 @@ def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dic
         return _summary(exp, "invalid", error=f"cannot read an input: {_os_error(exc)}")
     cached = _cached_summary(paths.final, digest)
     if cached is not None and not settings.get("force"):
-        emit({"experiment": exp.name, "stage": "done", "message": "unchanged; report reused"})
+        sink({"experiment": exp.name, "stage": "done", "message": "unchanged; report reused"})
         return {**cached, "skipped": True}
 
     work = paths.work
-    log = StageLog(exp.name, work / "log.txt")
+    log = StageLog(exp.name, work / "log.txt", sink=sink)
     try:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
@@ -132,7 +136,10 @@ def run_experiment(exp: Experiment, out_root: str | Path, settings: dict) -> dic
         detail = message if isinstance(exc, InputError | OSError) else traceback.format_exc()
         kept = paths.keep_log(log, detail)
         shutil.rmtree(work, ignore_errors=True)
-        return _summary(exp, "failed", error=message, stage=log.stage, log=kept)
+        expected = isinstance(exc, InputError)
+        return _summary(
+            exp, "failed", error=message, stage=log.stage, log=kept, input_error=expected
+        )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -219,11 +226,15 @@ class Result:
 
 def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: dict) -> Result:
     """Run the stages the experiment's rig model needs (see ``STAGES``)."""
+    from dataclasses import replace
+
     from physid.rigs.models.kinds import kind_module
     from physid.spec import load_spec, with_overrides
 
     log.begin("spec")
     spec = with_overrides(load_spec(exp.rig), exp.overrides, exp.overrides_origin())
+    if settings.get("method"):
+        spec = replace(spec, method={**spec.method, **settings["method"]})
     kind_module(spec)  # unknown models fail here with the spec's name in the message
     stages = STAGES.get(spec.model)
     if stages is None:
@@ -317,7 +328,7 @@ def _track_drop(
     exp: Experiment, spec, work: Path, log: StageLog, facts: dict, files: dict, warned: list
 ):
     from physid.spec import with_overrides
-    from physid.vision.overlay import write_overlay
+    from physid.vision.overlay import OVERLAY_SUFFIX, write_overlay
     from physid.vision.posefile import write_pose_csv
     from physid.vision.scene import scene_from_spec
     from physid.vision.tracking import track_video
@@ -337,8 +348,9 @@ def _track_drop(
     log.print(f"{len(result.t)} frames tracked, {valid} poses, ground alpha {result.ground_alpha}")
     poses = write_pose_csv(work / "poses.csv", result.stream(), result.frame)
     log.begin("overlay")
-    write_overlay(result, camera, scene, work / "overlay.mp4", info.fps or 30.0)
-    files.update(poses="poses.csv", overlay="overlay.mp4")
+    overlay = f"overlay{OVERLAY_SUFFIX}"
+    write_overlay(result, camera, scene, work / overlay, info.fps or 30.0)
+    files.update(poses="poses.csv", overlay=overlay)
     facts["tracking"] = {
         "video": video.name,
         "frames": len(result.t),
@@ -368,6 +380,7 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         enable_compilation_cache,
         identify_series,
         method_settings,
+        refuse_long_gaps,
         series_on_grid,
     )
     from physid.rigs.models.kinds import kind_module
@@ -397,14 +410,17 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         streams.append(stream)
     h = method_settings(spec)["h"]
     warned: list[str] = []
+    if settings.get("refuse_gaps"):  # physid identify: the user named these files
+        for stream, path in zip(streams, exp.encoders, strict=True):
+            refuse_long_gaps(stream, spec, path)
     streams, labels = encoder_segments(streams, exp.encoders, spec, h, facts, log, warned)
     series = [
         series_on_grid(s, rig.channels, h, lab) for s, lab in zip(streams, labels, strict=True)
     ]
-    markers, camera_info = None, None
+    markers, camera_info, files = None, None, {}
     if exp.videos:
         markers, camera_info = _fuse_video(
-            exp, spec, rig, streams[0], series[0], work, log, facts, warned
+            exp, spec, rig, streams[0], series[0], work, log, facts, warned, files
         )
     log.begin("identify")
     estimate, fits = identify_series(spec, rig, series, markers, log.print, labels)
@@ -412,7 +428,7 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
     if camera_info is not None:
         additions["camera"] = camera_info
     estimate = _with_report_series(estimate, additions)
-    return Result(estimate, facts, {}, warned)
+    return Result(estimate, facts, files, warned)
 
 
 # A segment of a split log shorter than this many grid steps cannot be fitted on its own
@@ -550,11 +566,13 @@ def check_video_frames(info, t, log: StageLog, warned: list[str]) -> dict:
     return account.as_dict()
 
 
-def _fuse_video(exp, spec, rig, stream, series, work, log, facts, warned):
-    """Track the spec's markers, synchronize the clocks and put the pixels on the LM grid;
-    (None, None) with the reason in the facts when the clocks cannot be trusted."""
+def _fuse_video(exp, spec, rig, stream, series, work, log, facts, warned, files):
+    """Track the spec's markers, synchronize the clocks, write the overlay video and put the
+    pixels on the LM grid; (None, None) with the reason in the facts when the clocks cannot
+    be trusted."""
     from physid.estimation.markers import MarkerObservations
     from physid.rigs.pipeline.fusion import (
+        encoder_pixels,
         marker_kinematics,
         markers_on_grid,
         synchronize_video,
@@ -616,6 +634,10 @@ def _fuse_video(exp, spec, rig, stream, series, work, log, facts, warned):
         f"clock offset {sync.offset:.6f} s ± {sync.offset_std * 1e6:.0f} us, reprojection "
         f"{sync.rms:.3f} px: {sync.reason}"
     )
+    log.begin("overlay")
+    m = len(markers.names)
+    seen_at = encoder_pixels(sync.to_encoder(tracks.t), t_enc, angles, positions, camera, pose, m)
+    files["overlay"] = _marker_overlay(tracks, seen_at, info.fps, markers.names, work)
     if not sync.confident:
         log.print("[yellow]not fusing the video: the clock offset is not trustworthy[/yellow]")
         return None, None
@@ -629,6 +651,16 @@ def _fuse_video(exp, spec, rig, stream, series, work, log, facts, warned):
     )  # fmt: skip
     camera_info = {"R_cw": pose.R_cw, "t_cw": pose.t_cw, "model": camera.model}
     return obs, camera_info
+
+
+def _marker_overlay(tracks, predicted, fps: float, names, work: Path) -> str:
+    """The 3D-marker overlay: detected markers, and circles where the encoder angles put
+    them (``predicted``: synchronized clocks, fitted camera pose); returns its file name."""
+    from physid.vision.overlay import OVERLAY_SUFFIX, write_marker_overlay
+
+    name = f"overlay{OVERLAY_SUFFIX}"
+    write_marker_overlay(tracks, work / name, fps or 30.0, predicted, names)
+    return name
 
 
 def fit_series(rig, series: dict, fit: dict, markers) -> list[dict]:

@@ -26,11 +26,16 @@ GOALS = {
 
 
 @pytest.fixture(scope="module")
-def summaries(tmp_path_factory):
+def reports(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reports")
     options = ProcessOptions(jobs=2, cross_validate=False)
     process_folder(SAMPLE, out, options, Console(file=io.StringIO()))
-    return {s["experiment"]: s for s in load_index(out)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def summaries(reports):
+    return {s["experiment"]: s for s in load_index(reports)}
 
 
 @pytest.mark.slow
@@ -57,3 +62,22 @@ def test_furuta_clock_offset_within_one_encoder_sample(summaries):
     assert sync["fused"] and sync["verdict"] == "ok"
     sample = 1.0 / truth["encoder_rate_hz"]  # 1 ms
     assert abs(sync["offset_s"] - truth["clock_offset_s"]) < sample
+
+
+@pytest.mark.slow
+def test_video_experiments_play_their_overlay_in_the_report(reports, summaries):
+    """The drop and the Furuta (3D markers) each have a VP9 WebM overlay, in their report's
+    <video>; the pendulum (no video) has none."""
+    import cv2
+
+    for name in ("drop", "furuta"):
+        assert summaries[name]["files"]["overlay"] == "overlay.webm"
+        video = reports / name / "overlay.webm"
+        cap = cv2.VideoCapture(str(video))
+        assert int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little") == b"VP90"
+        assert cap.read()[0]
+        assert (
+            '<video id="overlay" src="data:video/webm;base64,'
+            in (reports / name / "report.html").read_text()
+        )
+    assert "overlay" not in summaries["pendulum"].get("files", {})

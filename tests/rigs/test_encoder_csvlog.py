@@ -46,10 +46,14 @@ def test_default_seq_and_atomic_replace(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["log.csv"]  # no temp files left
 
 
-def test_missing_u_column_in_header_names_line(tmp_path: Path) -> None:
-    path = tmp_path / "bad.csv"
-    path.write_text("t,seq,theta1\n0.0,0,1.0\n")
-    with pytest.raises(InputError, match=r"bad\.csv: line 1: .*'u'"):
+def test_seq_and_u_are_optional_but_time_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "plain.csv"
+    path.write_text("theta1,t\n1.0,0.0\n,0.001\n")
+    s = read_log_csv(path)
+    assert s.channels == ("theta1",) and "seq" not in s.source
+    np.testing.assert_array_equal(s.missing[:, 0], [False, True])
+    path.write_text("time,theta1\n0.0,1.0\n")
+    with pytest.raises(InputError, match=r"plain\.csv: line 1: no time column 't'"):
         read_log_csv(path)
 
 

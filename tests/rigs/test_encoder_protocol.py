@@ -17,7 +17,7 @@ from physid.rigs.encoders.protocol import (
 
 
 def _reference_frame(seq: int, t_us: int, counts: list[int], u_mv: int) -> bytes:
-    """The layout of shared/encoder-protocol.md written out with struct, CRC by binascii."""
+    """The layout of docs/encoder-protocol.md written out with struct, CRC by binascii."""
     n = len(counts)
     body = struct.pack(f"<BBII{n}ih", 1, n, seq, t_us, *counts, u_mv)
     return b"\xa5\x5a" + body + struct.pack("<H", binascii.crc_hqx(body, 0xFFFF))

@@ -72,3 +72,50 @@ def test_charuco_calibration_recovers_intrinsics(tmp_path):
     assert _intrinsic_errors(report.camera, true).max() < 0.005
     assert report.rms <= 0.3
     assert report.detected >= 20
+
+
+def test_calibration_from_a_folder_or_a_glob_of_photos(tmp_path):
+    """The usual input: photos of the board. The frames of a rendered board video saved as
+    PNG (lossless: the same pixels the video test sees) give the same camera from a folder
+    and from a glob, each view named by its file; a single photo is an error that asks for
+    more views, whatever it shows."""
+    import cv2
+
+    from physid.vision.calibrate import BoardError, board_views
+    from physid.vision.video import frames
+
+    true = pinhole_camera(640, 360)
+    video = render_checkerboard_video(tmp_path / "board.avi", true, (7, 5), 0.02, n_frames=16)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    for k, _, img in frames(video):
+        cv2.imwrite(str(shots / f"IMG_{k:04d}.png"), img)
+    (shots / "notes.txt").write_text("not an image: ignored")
+    from_folder = calibrate_video(shots, (7, 5), 0.02, "pinhole")
+    # the video test's acceptance: intrinsics within 1 %, RMS 0.3 px
+    assert _intrinsic_errors(from_folder.camera, true).max() < 0.01
+    assert from_folder.rms <= 0.3 and from_folder.examined == 16
+    # a glob finds the same photos (and would calibrate on the same views)
+    assert board_views(str(shots / "IMG_*.png")).names == board_views(shots).names
+    assert {from_folder.label(k) for k in from_folder.frame_rms} <= {
+        f"IMG_{k:04d}.png" for k in range(16)
+    }
+    with pytest.raises(BoardError, match=r"IMG_0003\.png: the image IMG_0003\.png \(shows the "
+                       r"board\); calibration needs at least 4 views"):  # fmt: skip
+        calibrate_video(shots / "IMG_0003.png", (7, 5), 0.02, "pinhole")
+    with pytest.raises(BoardError, match=r"no images match"):
+        calibrate_video(str(tmp_path / "*.jpg"), (7, 5), 0.02, "pinhole")
+
+
+def test_square_takes_a_unit():
+    from physid.errors import InputError
+    from physid.vision.calibrate import parse_length
+
+    assert parse_length("20mm") == pytest.approx(0.02)
+    assert parse_length("2 cm") == pytest.approx(0.02)
+    assert parse_length("0.02") == 0.02  # bare metres, where plausible (1 mm to 50 cm)
+    with pytest.raises(InputError, match=r"--square 20: 20 m is not a plausible size; give the "
+                       r"unit, e.g. --square 20mm"):  # fmt: skip
+        parse_length("20")
+    with pytest.raises(InputError, match="'s' is not a length"):
+        parse_length("20s")
