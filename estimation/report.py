@@ -56,6 +56,11 @@ def render(template: str, **context) -> str:
 # ------------------------------------------------------------------------------ pieces
 
 
+def page(title: str, body: str) -> str:
+    """A page in the reports' style around ready-made HTML ``body``."""
+    return render("page.html", title=title, body=body)
+
+
 def esc(value) -> str:
     return html.escape(str(value))
 

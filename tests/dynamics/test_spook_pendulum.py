@@ -53,6 +53,9 @@ def test_small_amplitude_period_matches_the_physical_pendulum():
     assert measured == pytest.approx(period, rel=5e-3)
 
 
+# slow (~58 s idle): the same invariant runs in the default suite for the tree's variational
+# integrators (tests/dynamics/test_variational.py, test_tree_physics.py).
+@pytest.mark.slow
 def test_energy_has_no_secular_drift_over_1000_periods():
     # Constraint damping τ dissipates through the (tiny) constraint violation velocity; with
     # the usual SPOOK choice τ = 2h the frictionless pendulum must conserve energy up to a

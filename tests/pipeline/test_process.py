@@ -66,6 +66,8 @@ def test_good_and_bad_experiments_are_reported_side_by_side(tmp_path, capture, t
     assert not list(out.glob(".*.partial")), "no half-written report folder may remain"
 
 
+# slow: two process runs (~45 s on an idle core); reuse is also checked by test_safety's test_reuse_checks_every_recorded_file
+@pytest.mark.slow
 def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendulum_folder):
     out = tmp_path / "reports"
     process_folder(pendulum_folder, out, NO_CV, quiet())
@@ -83,6 +85,8 @@ def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendu
     assert second["b"]["status"] == "ok"
 
 
+# slow: a process run killed and resumed (~50 s on an idle core)
+@pytest.mark.slow
 def test_killed_run_resumes_without_redoing_finished_experiments(tmp_path, pendulum_folder):
     out = tmp_path / "reports"
     cmd = [
@@ -176,6 +180,8 @@ def test_process_runs_on_a_dask_cluster(tmp_path, pendulum_folder, dask_cluster,
         assert abs(s["parameters"]["J"]["value"] / true_j - 1) < 0.02  # as in the test above
 
 
+# slow: two identifications and four cross fits (~60 s idle, 160 s loaded)
+@pytest.mark.slow
 def test_index_cross_validates_experiments_of_one_rig(tmp_path, capture):
     """Two pendulum releases (2.5 and 2.0 rad) of the same truth: each model estimates the
     other's states (Section 4.5). The diagonal re-fits an experiment's own log with its own
