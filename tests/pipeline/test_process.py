@@ -66,7 +66,8 @@ def test_good_and_bad_experiments_are_reported_side_by_side(tmp_path, capture, t
     assert not list(out.glob(".*.partial")), "no half-written report folder may remain"
 
 
-# slow: two process runs (~45 s on an idle core); reuse is also checked by test_safety's test_reuse_checks_every_recorded_file
+# slow: two process runs (~45 s on an idle core); reuse is also checked by
+# test_safety.py's test_reuse_checks_every_recorded_file
 @pytest.mark.slow
 def test_unchanged_inputs_are_reused_and_changed_ones_recomputed(tmp_path, pendulum_folder):
     out = tmp_path / "reports"
