@@ -12,6 +12,7 @@ is not the projection of its centre), and that is computed exactly from the came
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cv2
 import numpy as np
@@ -152,26 +153,47 @@ def weighted_centre(
     as a plane ``a + b x + c y`` (a lighting gradient across the window would otherwise
     pull the centroid towards its dark side), and the noise (MAD about that plane)."""
     x, y, w, h = box
-    x, y = x - origin[0], y - origin[1]
     m = max(3, int(0.25 * max(w, h)))
-    x0, y0, x1, y1 = x - m, y - m, x + w + m, y + h + m
+    found = window_centre(gray, (x - m, y - m, x + w + m, y + h + m), origin)
+    return None if found is None else found.centre
+
+
+@dataclass(frozen=True)
+class WindowCentre:
+    """A window's darkness-weighted centre, its dark mass ``mass`` (sum of the weights:
+    px, conserved under motion blur, which only spreads it) and whether the weighted
+    region reaches the window's edge (``at_edge``: something dark is cut by the
+    window), and the size of its half-darkness region (a blob's box, for the smear)."""
+
+    centre: Centre
+    mass: float
+    at_edge: bool
+    size: tuple[int, int] = (0, 0)  # w, h (px) of the half-darkness region's bounding box
+
+
+def window_centre(gray: np.ndarray, window, origin=(0, 0)) -> WindowCentre | None:
+    """Darkness-weighted centroid of the window ``x0, y0, x1, y1`` (px, image coordinates,
+    end exclusive) of ``gray`` (a crop whose top-left pixel is ``origin``); None if the
+    window leaves ``gray`` or has no contrast. See ``weighted_centre``."""
+    x0, y0, x1, y1 = (int(v) for v in window)
+    x0, x1, y0, y1 = x0 - origin[0], x1 - origin[0], y0 - origin[1], y1 - origin[1]
     H, W = gray.shape[:2]
-    if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
+    if x0 < 0 or y0 < 0 or x1 > W or y1 > H or x1 - x0 < 5 or y1 - y0 < 5:
         return None
     raw = gray[y0:y1, x0:x1]
     bg, noise = _border_plane(raw)
     level = float(bg[raw.shape[0] // 2, raw.shape[1] // 2])
-    # support: the marker's half-darkness region grown by 3 px, so that other dark things
-    # in the window (a bar, a neighbouring edge) get no weight; the cut is symmetric, so it
-    # does not bias the centroid of a symmetric (or symmetrically blurred) disk
     # darkness relative to the local surface, 1 - I / bg: a lighting gradient or
     # vignetting scales ink and surface alike, so this weight does not lean towards the
     # brighter side of the circle as bg - I does (by g r^2 / 4 for a relative gradient g:
     # 0.1-0.25 px on vignetted corner circles of MuJoCo-rendered footage)
     depth = 1.0 - raw.astype(np.float32) / np.maximum(bg, np.float32(1.0))
     rel_noise = noise / max(level, 1.0)
-    support = (depth > 0.5 * float(depth.max())).astype(np.uint8)
-    support = cv2.dilate(support, _DILATE)
+    # support: the marker's half-darkness region grown by 3 px, so that other dark things
+    # in the window (a bar, a neighbouring edge) get no weight; the cut is symmetric, so it
+    # does not bias the centroid of a symmetric (or symmetrically blurred) disk
+    _, half = cv2.threshold(depth, 0.5 * float(depth.max()), 1.0, cv2.THRESH_BINARY)
+    support = cv2.dilate(half, _DILATE)
     wgt = np.maximum(depth - np.float32(2.0 * rel_noise), np.float32(0)) * support
     mom = cv2.moments(wgt)
     total = mom["m00"]
@@ -184,7 +206,28 @@ def weighted_centre(
     sxx = live["m20"] - 2 * cx * live["m10"] + cx * cx * live["m00"]
     syy = live["m02"] - 2 * cy * live["m01"] + cy * cy * live["m00"]
     sigma = np.sqrt(max(sxx + syy, 0.0) / 2) * rel_noise / total
-    return Centre(cx + x0 + origin[0], cy + y0 + origin[1], float(sigma), level, noise)
+    edge = bool(wgt[0].any() or wgt[-1].any() or wgt[:, 0].any() or wgt[:, -1].any())
+    _, _, bw, bh = cv2.boundingRect(half.astype(np.uint8))
+    centre = Centre(cx + x0 + origin[0], cy + y0 + origin[1], float(sigma), level, noise)
+    return WindowCentre(centre, float(total), edge, (bw, bh))
+
+
+@lru_cache(maxsize=256)
+def _border_geometry(h: int, w: int):
+    """Flat indices of the two-pixel border of an ``h`` x ``w`` window, its design matrix
+    ``[1, x - w/2, y - h/2]``, the matrix that maps the border's values to their
+    least-squares plane (one product), and the window's centred pixel coordinates.
+    Windows of a video repeat a few sizes (the tracker's are rounded), so this is built
+    once per size."""
+    ys = np.concatenate([np.repeat([0, 1, h - 2, h - 1], w), np.tile(np.arange(2, h - 2), 4)])
+    xs = np.concatenate([np.tile(np.arange(w), 4), np.repeat([0, 1, w - 2, w - 1], max(h - 4, 0))])
+    A = np.column_stack([np.ones(xs.size), xs - w / 2, ys - h / 2])
+    gx = np.arange(w, dtype=np.float32) - np.float32(w / 2)
+    gy = np.arange(h, dtype=np.float32) - np.float32(h / 2)
+    fit = np.linalg.solve(A.T @ A, A.T)  # least-squares plane of all border pixels
+    for arr in (A, fit, gx, gy):
+        arr.flags.writeable = False
+    return ys * w + xs, A, fit, gx, gy
 
 
 def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
@@ -192,13 +235,34 @@ def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
     of ``raw``, and the noise (grey levels, MAD of the border about the plane, at least
     ``NOISE_FLOOR``). Robust: a border that crosses a neighbouring dark thing (the bar
     beside a ground circle) is fitted without it: first a flat level (median, MAD), then
-    two plane fits of the pixels within 4 (then 3) MADs. Normal equations of the 3-vector
-    solved directly (this runs for every marker of every frame)."""
+    two plane fits of the pixels within 4 (then 3) MADs. This runs for every marker of
+    every frame, so the border's geometry is cached per window size and a clean border
+    (every pixel near the least-squares plane of all of them, as a marker on plain plywood
+    has) takes one product with a cached matrix instead."""
     h, w = raw.shape
-    ys = np.concatenate([np.repeat([0, 1, h - 2, h - 1], w), np.tile(np.arange(2, h - 2), 4)])
-    xs = np.concatenate([np.tile(np.arange(w), 4), np.repeat([0, 1, w - 2, w - 1], max(h - 4, 0))])
-    vals = raw[ys, xs].astype(np.float64)
-    A = np.column_stack([np.ones(xs.size), xs - w / 2, ys - h / 2])
+    flat, A, fit, gx, gy = _border_geometry(h, w)
+    vals = raw.ravel()[flat].astype(np.float64)
+    coef = fit @ vals
+    res = np.abs(vals - A @ coef)
+    half = vals.size // 2
+    mad = 1.4826 * float(np.partition(res, half)[half])
+    # clean: a MAD of at most 3 noise floors (a dark neighbour over part of the border
+    # inflates it to tens of levels) and no pixel beyond 4.5 of them (Gaussian noise alone
+    # exceeds it in ~0.1 % of 200-pixel borders; a few JPEG-ringing pixels, 5-8 levels on
+    # a flat MJPG border whose MAD is 0.2, move the plane by < 0.1 level). Otherwise the
+    # robust fit, which drops what is not the surface
+    if mad > 3 * NOISE_FLOOR or res.max() > 4.5 * max(mad, NOISE_FLOOR):
+        coef, mad = _robust_plane(vals, A)
+    plane = (
+        np.float32(coef[0]) + np.float32(coef[1]) * gx[None, :] + np.float32(coef[2]) * gy[:, None]
+    )
+    return plane, max(NOISE_FLOOR, mad)
+
+
+def _robust_plane(vals: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, float]:
+    """Plane coefficients and MAD (grey levels) of border values ``vals`` with outliers:
+    a flat level (median, MAD) first, then two plane fits of the values within 4 (then 3)
+    MADs."""
     half = vals.size // 2
     level = float(np.partition(vals, half)[half])
     res = vals - level
@@ -217,12 +281,7 @@ def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
         kept = np.abs(res[keep])
         mad = 1.4826 * float(np.partition(kept, kept.size // 2)[kept.size // 2])
         keep = np.abs(res) <= max(3.0 * mad, 1.5)
-    gx = np.arange(w, dtype=np.float32) - w / 2
-    gy = np.arange(h, dtype=np.float32) - h / 2
-    plane = (
-        np.float32(coef[0]) + np.float32(coef[1]) * gx[None, :] + np.float32(coef[2]) * gy[:, None]
-    )
-    return plane, max(NOISE_FLOOR, mad)
+    return coef, mad
 
 
 def disk_centroids(

@@ -30,6 +30,7 @@ from physid.vision.circles import (
     darkness_ratio,
     disk_bias,
     weighted_centre,
+    window_centre,
 )
 from physid.vision.detect import TrackingError, find_static_circles
 from physid.vision.scene import Scene
@@ -54,6 +55,7 @@ class _Marker:
     pos: np.ndarray
     vel: np.ndarray
     lost: int = 0
+    mass: float = 0.0  # dark mass of its last centre (px), see ``_State._follow``
 
 
 @dataclass(frozen=True)
@@ -126,12 +128,12 @@ def track_video(
     state: _State | None = None
     for k, t, img in frames(path, prefetch=prefetch):
         gray = None
-        if state is None or k < static_frames or state.markers is None:
+        if state is None or state.markers is None:
             gray = _gray(img)
         if state is None:
             state = _State.first_frame(path, gray, camera, scene, figure_dir)
         if k < static_frames:
-            static.append([weighted_centre(gray, b.box) for b in state.static_blobs])
+            static.append([_static_centre(img, gray, b.box) for b in state.static_blobs])
         centres = state.step(img, gray)
         times.append(t)
         idx.append(k)
@@ -240,6 +242,9 @@ class _State:
             # but below plywood next to paper or a lighter sheet (~0.75)
             self.body_thr = 1.0 - 0.4 * (1.0 - min(ink, 0.9))
             return cs
+        followed = self._follow(img, gray)
+        if followed is not None:
+            return followed
         preds, gates, boxes, crops, origins = [], [], [], [], []
         H, W = img.shape[:2]
         for m in self.markers:
@@ -295,11 +300,83 @@ class _State:
                 out.append(None)
                 continue
             c = _with_floor(c, cands[i][j].box)
-            new = np.array([c.x, c.y])
-            m.vel = (new - m.pos) / (1 + m.lost)
-            m.pos, m.lost = new, 0
+            self._update(m, c, cands[i][j].box, crops[i], origins[i])
             out.append(c)
         return out
+
+    def _update(self, m: _Marker, c: Centre, box, crop, origin) -> None:
+        new = np.array([c.x, c.y])
+        m.vel = (new - m.pos) / (1 + m.lost)
+        m.pos, m.lost = new, 0
+        # the dark mass the fast path compares against, measured in its own window
+        found = window_centre(crop, self._follow_window(m.pos, m.vel), origin)
+        m.mass = found.mass if found is not None and not found.at_edge else 0.0
+
+    def _follow_window(self, pred: np.ndarray, vel: np.ndarray) -> tuple[int, int, int, int]:
+        """The fast path's window around a predicted centre (px): the marker smeared by
+        its speed, room for a prediction error of 3 px + a quarter of the speed (an impact
+        changes the velocity by up to ~10 px per frame) and the centroid's border."""
+        half = int(self._follow_half(float(np.hypot(*vel))))
+        x, y = int(round(pred[0])), int(round(pred[1]))
+        return (x - half, y - half, x + half + 1, y + half + 1)
+
+    def _follow_half(self, speed: float) -> float:
+        # rounded up to 2 px: a few window sizes, whose border geometry is cached
+        return 2.0 * math.ceil(0.5 * (1.25 * (self.r_px + 0.5 * speed) + 0.25 * speed + 6.0))
+
+    def _follow(self, img, gray) -> list | None:
+        """Fast path of ``step``: each marker's centre measured directly in a small window
+        around its constant-velocity prediction, without the search (envelope, contours,
+        joint assignment). Taken only where it cannot be wrong while the search is right:
+        both markers seen in the last frame; each window inside the image, clear of the
+        static circles and of the other marker's window; the weighted region not cut by
+        the window's edge; the centre within the search's gate; the dark mass within 30 %
+        of the marker's last (another dark thing in the window adds mass, a marker leaving
+        the window or hidden loses it; blur only spreads it). Otherwise None and the
+        caller searches (docs/vision.md, *Tracking*)."""
+        if any(m.lost or m.mass <= 0 for m in self.markers):
+            return None
+        H, W = img.shape[:2]
+        preds = [m.pos + m.vel for m in self.markers]
+        halves = [self._follow_half(float(np.hypot(*m.vel))) for m in self.markers]
+        # windows (squares of half-size h) must not overlap each other or a static circle
+        # (radius up to ~2 marker radii: 8 mm reference circles vs 5 mm markers)
+        if np.linalg.norm(preds[0] - preds[1]) < 1.5 * (halves[0] + halves[1]) + 2 * self.r_px:
+            return None
+        found = []
+        for m, pred, half in zip(self.markers, preds, halves, strict=True):
+            x0, y0, x1, y1 = self._follow_window(pred, m.vel)
+            if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
+                return None
+            reach = 1.5 * half + 2.5 * self.r_px
+            if any(math.hypot(pred[0] - sx, pred[1] - sy) < reach for sx, sy in self.static_list):
+                return None
+            crop = gray[y0:y1, x0:x1] if gray is not None else _gray(img[y0:y1, x0:x1])
+            c = window_centre(crop, (x0, y0, x1, y1), (x0, y0))
+            if c is None or c.at_edge or not 0.7 < c.mass / m.mass < 1.3:
+                return None
+            gate = max(2.0 * self.r_px, 0.75 * float(np.hypot(*m.vel)))
+            if math.hypot(c.centre.x - pred[0], c.centre.y - pred[1]) > gate:
+                return None
+            found.append(c)
+        out = []
+        for m, c in zip(self.markers, found, strict=True):
+            centre = _with_floor(c.centre, (0, 0, *c.size))
+            new = np.array([centre.x, centre.y])
+            m.vel, m.pos, m.mass = new - m.pos, new, c.mass
+            out.append(centre)
+        return out
+
+
+def _static_centre(img: np.ndarray, gray: np.ndarray | None, box) -> Centre | None:
+    """``weighted_centre`` of a static circle's ``box``, converting only its window to grey
+    when the frame has not been (``gray`` None)."""
+    if gray is not None:
+        return weighted_centre(gray, box)
+    x, y, w, h = box
+    m = max(3, int(0.25 * max(w, h))) + 1
+    x0, y0 = max(x - m, 0), max(y - m, 0)
+    return weighted_centre(_gray(img[y0 : y + h + m, x0 : x + w + m]), box, (x0, y0))
 
 
 def _gray(img: np.ndarray) -> np.ndarray:
