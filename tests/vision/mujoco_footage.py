@@ -43,6 +43,16 @@ DISK = 5e-6
 # (force-weighted ratio of slipping contact 0.13-0.33 over the first 0.2 s). So the mu of
 # a drop whose evidence is its impacts is not the mu MuJoCo was given (docs/vision.md).
 IMPRATIO = 1
+# Coulomb-like friction, an opt-in of ``mjcf`` (``coulomb=True``; the committed clips use
+# MuJoCo's defaults above). MuJoCo's friction force is what would stop the slip over the
+# friction rows' reference time constant, capped by the cone; an impact (~1.5 ms) is
+# shorter than the default one, hence the slip inside the cone. impratio, a harder
+# solref/solimp for all rows, a pyramidal cone and the noslip post-pass (10-100
+# iterations) did not change that. A separate, fast reference for the friction rows alone
+# does: ``solreffriction`` of an explicit contact pair at the fastest time constant MuJoCo
+# accepts (2 timesteps). Checked in ``test_independent_footage.py``: a sliding contact then
+# has |f_t|/f_n = mu and a contact inside the cone (nearly) sticks.
+FRICTION_SOLREF = "0.0002 1"
 
 
 def isolated(name: str, *args, **kwargs):
@@ -278,7 +288,7 @@ def _plate_mesh(a: float, b: float, depth: float, n: int = 160) -> str:
     return " ".join(f"{v:.7g}" for p in verts for v in p)
 
 
-def mjcf(rig: Rig, look: Look, setup: CameraSetup, mu: float) -> str:
+def mjcf(rig: Rig, look: Look, setup: CameraSetup, mu: float, coulomb: bool = False) -> str:
     """The MJCF of the rig for friction ``mu``."""
     ink = f"{look.ink} {look.ink} {look.ink} 1"
     grey = lambda v: f"{v} {v} {v} 1"  # noqa: E731
@@ -315,6 +325,18 @@ def mjcf(rig: Rig, look: Look, setup: CameraSetup, mu: float) -> str:
     ld = np.array([0.25, 0.0, 0.15]) - lp
     ld /= np.linalg.norm(ld)
     nl = "\n"
+    # coulomb: the ellipse collides through an explicit pair only, whose friction rows have
+    # their own fast reference (FRICTION_SOLREF); normal rows as the defaults below
+    own_pair = ' contype="0" conaffinity="0"' if coulomb else ""
+    pair = (
+        f"""
+  <contact>
+    <pair geom1="contact" geom2="bar" condim="3" friction="{mu} {mu} 0 0 0"
+          solref="0.002 0.3" solimp="0.95 0.99 0.0005" solreffriction="{FRICTION_SOLREF}"/>
+  </contact>"""
+        if coulomb
+        else ""
+    )
     return f"""<mujoco model="independent ellipse drop">
   <option timestep="1e-4" gravity="0 0 -9.81" cone="elliptic" impratio="{IMPRATIO}"
           integrator="implicitfast"/>
@@ -350,12 +372,12 @@ def mjcf(rig: Rig, look: Look, setup: CameraSetup, mu: float) -> str:
       <joint name="theta" type="hinge" axis="0 -1 0"/>
       <inertial pos="0 0 0" mass="{rig.mass}" diaginertia="{J} {J} {J}"/>
       <geom name="contact" type="ellipsoid" size="{rig.a} 0.006 {rig.b}" pos="0 0.0063 0"
-            friction="{mu} 0 0" group="3" mass="0"/>
+            friction="{mu} 0 0" group="3" mass="0"{own_pair}/>
       <geom type="mesh" mesh="plate" pos="0 0.0002 0" rgba="{grey(look.plywood)}"
             contype="0" conaffinity="0" mass="0"/>
       {markers}
     </body>
-  </worldbody>
+  </worldbody>{pair}
 </mujoco>
 """
 
@@ -401,6 +423,43 @@ def simulate(model, throw: Throw, start: float = 0.0) -> Motion:
         q[k + 1] = data.qpos
         touch[k + 1] = data.ncon > 0
     return Motion(np.arange(steps + 1) * model.opt.timestep, q, touch)
+
+
+def contact_record(model, throw: Throw) -> np.ndarray:
+    """Per MuJoCo step in contact: (t s, f_n N, |f_t| N, slip m/s) of the ellipse on the bar.
+
+    The force is the constraint's generalized force on the ellipse (x, y slides: the force
+    at its centre) in the contact frame; the slip is the tangential velocity of the
+    ellipse's material point at the contact after the step (the velocity the step's
+    constraint acts on)."""
+    import mujoco
+
+    data = mujoco.MjData(model)
+    data.qpos[:] = throw.q0
+    data.qvel[:] = throw.v0
+    mujoco.mj_forward(model, data)
+    body = model.body("ellipse").id
+    jac = np.zeros((3, model.nv))
+    rows = []
+    for _ in range(int(round(throw.duration / model.opt.timestep))):
+        mujoco.mj_step(model, data)
+        if data.ncon == 0:
+            continue
+        c = data.contact[0]
+        frame = c.frame.reshape(3, 3)  # rows: normal (geom1 -> geom2), two tangents
+        force = np.array([data.qfrc_constraint[0], 0.0, data.qfrc_constraint[1]])
+        sign = -1.0 if model.geom_bodyid[c.geom1] == body else 1.0
+        mujoco.mj_jac(model, data, jac, None, c.pos, body)
+        v = jac @ data.qvel
+        rows.append(
+            (
+                data.time,
+                sign * frame[0] @ force,
+                np.linalg.norm(frame[1:] @ force),
+                np.linalg.norm(frame[1:] @ v),
+            )
+        )
+    return np.array(rows).reshape(-1, 4)
 
 
 # --------------------------------------------------------------------------- images
