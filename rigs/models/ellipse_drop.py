@@ -395,7 +395,7 @@ def identify_throw(spec: RigSpec, path: Path, console, window: tuple | None = No
         raise NotIdentifiableInput(refusal)
     fit, ident, cov, starts = _solve(path, t_m, q_m, geometry, settings, found, console)
     tracker_noise = noise is not None and "tracker" in noise_source.split(";")[0]
-    s2 = float(cov["residual_variance_factor"])
+    s2 = model_error_factor(fit.cost_fit, cov)
     if tracker_noise and s2 > MODEL_ERROR_LIMIT:
         # The frames miss the fit by more than the tracker's noise: the motion is not
         # rigid contact to that precision (the sample drop's IRC truth sinks 2.8 mm into
@@ -568,6 +568,22 @@ def tracking_noise(path: Path, rows: np.ndarray) -> tuple[float, float] | None:
 
 
 MODEL_ERROR_LIMIT = 4.0  # residual variance factor above which the noise is re-fitted
+
+
+def model_error_factor(cost_fit: float, cov: dict) -> float:
+    """Residual variance factor for the model-error check: chi^2 / (n_obs - n_eff) as in
+    ``parameter_covariance``, but with n_eff (the linearization's effective parameter
+    count) counted as at most half the observations. A drop's fit has two parameters and
+    a few states per flight phase; an n_eff near n_obs is the barrier linearization's
+    degenerate complementarity rows (docs/planar-contact.md, *Uncertainty*), and it
+    jumps with round-off: on one Coulomb-like MuJoCo drop, poses whose times were rounded
+    to 1 ns or 1 us gave n_eff 359 or 79 of 360 for the same fit (chi^2 410, mu 0.507),
+    so s^2 411 (a refit, and mu then reported as unidentified) or 1.5. With the cap the
+    factor is at most 2 chi^2 / n_obs, whose size does not depend on that count."""
+    n_obs, n_eff = float(cov["n_obs"]), float(cov["n_eff"])
+    if not math.isfinite(n_eff):
+        return float(cov["residual_variance_factor"])
+    return float(cost_fit) / max(n_obs - min(n_eff, 0.5 * n_obs), 1.0)
 
 
 def _solve(path, t_m, q_m, geometry, settings, found, console):

@@ -44,3 +44,26 @@ def test_estimator_noise_from_the_pose_file_unless_the_spec_sets_it(tmp_path):
     s = ipopt_settings(own, noise)
     assert (s.sigma_pos, s.sigma_theta) == pytest.approx((2e-4, 2e-3))
     assert "spec" in noise_origin(own, noise)
+
+
+def test_model_error_check_does_not_trust_a_degenerate_effective_parameter_count():
+    from physid.rigs.models.ellipse_drop import MODEL_ERROR_LIMIT, model_error_factor
+
+    # measured on the Coulomb-like MuJoCo drop (drop5c): one fit (chi^2 410 over 360
+    # observations, mu 0.507), whose linearization counted n_eff = 359.5, 180 or 79 as its
+    # pose times were rounded differently; s^2 = 411 sent it to a refit with 20x the noise
+    # and mu came back as unidentified. Counted as at most n_obs / 2: 2.3, 2.3, 1.5
+    for n_eff in (359.5, 180.1, 78.7):
+        cov = {"n_obs": 360, "n_eff": n_eff, "residual_variance_factor": 410 / (360 - n_eff)}
+        assert model_error_factor(410.0, cov) <= 410 / 180 < MODEL_ERROR_LIMIT
+    # real model error still shows: the sample drop's IRC truth (s^2 = 284) as chi^2 / n
+    # of 100 is over the limit for any n_eff
+    for n_eff in (0.0, 50.0, 359.0):
+        cov = {"n_obs": 360, "n_eff": n_eff, "residual_variance_factor": 36000 / (360 - n_eff)}
+        assert model_error_factor(36000.0, cov) > MODEL_ERROR_LIMIT
+    # a plain fit: chi^2 / (n_obs - n_eff) as in parameter_covariance
+    cov = {"n_obs": 360, "n_eff": 40.0, "residual_variance_factor": 1.0}
+    assert model_error_factor(320.0, cov) == pytest.approx(1.0)
+    # no count at all (singular linearization): the covariance's own nan, no refit
+    cov = {"n_obs": 360, "n_eff": float("nan"), "residual_variance_factor": float("nan")}
+    assert not model_error_factor(320.0, cov) > MODEL_ERROR_LIMIT
