@@ -1,6 +1,7 @@
 """The ellipse drop rig around the IPOPT estimator: pose CSVs, simulate, refusals."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,3 +126,44 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     for key in ("frame_t", "frame_x", "frame_y", "frame_theta"):
         assert isinstance(extra[key], list) and len(extra[key]) == n_frames
     assert max(extra["cn"]) > 0.1  # N s: the first impact, m * ~4.5 m/s at 64 g is 0.29
+
+
+def test_identify_fits_only_the_manifest_window(tmp_path):
+    # an experiment's `window` (experiments.toml) cuts the pose file before the fit: the
+    # 0.3 s simulated drop touches the ground until ~80 ms and from 166 ms on; between them
+    # it flies (12-22 mm above the ground over 105-150 ms: 11 frames at 240 fps), so a refusal
+    # for that window
+    # proves the frames outside it were left out
+    spec = with_overrides(load_spec("ellipse_drop"), {"fps": "240"})
+    sim = simulate(spec, SimulateOptions(tmp_path / "sim", duration=0.3, noise=0.0), QUIET)
+    imp = np.loadtxt(sim["impulses"], delimiter=",", skiprows=1)
+    hits = imp[imp[:, 1] > 0, 0]
+    assert hits.min() < 0.05 and hits.max() > 0.2 and not np.any((hits > 0.1) & (hits < 0.16))
+    with pytest.raises(NotIdentifiableInput, match="never touches the ground in this window"):
+        identify(spec, [sim["poses"]], tmp_path / "out", QUIET, window=(0.105, 0.15))
+    with pytest.raises(InputError, match=r"the window 0\.5-0\.6 s holds no frame"):
+        identify(spec, [sim["poses"]], tmp_path / "out", QUIET, window=(0.5, 0.6))
+
+
+def test_ground_surfaces_from_the_spec_reach_the_contact_geometry(tmp_path):
+    from physid.rigs.models.ellipse_drop import contact_geometry, rig_geometry
+    from physid.spec import load_spec as load
+
+    text = (Path(__file__).parents[2] / "rigs" / "specs" / "ellipse_drop.toml").read_text()
+    floor = (
+        "\n[[ground.surface]]\n"
+        'start = { value = [-1000, -100], unit = "mm" }\n'
+        'angle = { value = 0, unit = "rad" }\n'
+        'length = { value = 3, unit = "m" }\n'
+    )
+    path = tmp_path / "two.toml"
+    path.write_text(text + floor)
+    spec = load(path)
+    _, ground = rig_geometry(spec)
+    geometry = contact_geometry(spec, ground, 0.42)
+    # the bar from [fixed] as a 0.42 m segment, and the floor in SI units
+    assert geometry.length == pytest.approx(0.42)
+    np.testing.assert_allclose(geometry.others, [(-1.0, -0.1, 0.0, 3.0)])
+    path.write_text(text + '\n[[ground.surface]]\nangle = { value = 0, unit = "rad" }\n')
+    with pytest.raises(InputError, match=r"ground\.surface\[0\].*needs start"):
+        contact_geometry(load(path), ground, 0.42)

@@ -74,6 +74,34 @@ def test_no_contact_is_allowed_past_the_bar():
     assert np.all(np.isneginf(gap_lb[off])) and np.all(gap_lb[~off] == 0)
 
 
+def test_a_second_surface_takes_over_past_the_bar():
+    # the same window with a floor 0.1 m below the bar's start as a second surface
+    # ([[ground.surface]]): past the bar the object is over the floor, so contact (with
+    # the floor) is allowed there, and its gap is measured to the floor
+    t, q, _ = _drop(0.2)
+    keep = t >= 0.3
+    floor = ContactGeometry(
+        RIG.a,
+        RIG.b,
+        *RIG.bar_start,
+        RIG.bar_alpha,
+        RIG.bar_length,
+        ((-1.0, RIG.bar_start[1] - 0.1, 0.0, 3.0),),
+    )
+    problem = build_nlp(t[keep], q[keep], floor, IpoptSettings())
+    n_steps = len(problem.t) - 1
+    pn_ub = problem.ubx[-3 * n_steps :: 3]
+    index = assign_surfaces(problem.x0[5 : 5 + 3 * (n_steps + 1)].reshape(-1, 3), floor)
+    over_floor = index[:-1] == 1
+    assert over_floor.any() and (index[:-1] == 0).any() and not (index[:-1] < 0).any()
+    assert np.all(np.isinf(pn_ub))
+    gap_lb = problem.lbg[3 * n_steps : 3 * n_steps + 5 * n_steps : 5]
+    assert np.all(gap_lb == 0)
+    # measured to the floor (without it: inf, see above), and closing as the object falls
+    gaps = observed_gaps(q[keep], floor)[assign_surfaces(q[keep], floor) == 1]
+    assert np.all(np.isfinite(gaps)) and gaps[0] > 0.02 and gaps[-1] < gaps[0] - 0.02
+
+
 SOFT_IMPACT = pytest.mark.xfail(
     strict=True,
     reason="MuJoCo's soft friction slips inside the cone through the mu 0.5 drop's main "
