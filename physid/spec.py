@@ -306,7 +306,9 @@ def with_overrides(spec: RigSpec, overrides: dict[str, str], origin: str = "--se
     ``TABLE.KEY`` names the table outright (``method.sigma_pos``; this form may also add a
     ``[method]`` setting the spec leaves at its default). Each override is
     ``"VALUE"`` (in the unit the spec already uses for that key), ``"VALUE UNIT"``, or an
-    array ``"[1, 2] mm"``. ``origin`` is how the user wrote the overrides (``--set``, or a
+    array ``"[1, 2] mm"``. A tree rig's dotted value names (``pole.mass``) may also name a
+    value the spec leaves to the model (its ``[tree]`` tables or MJCF file), with a unit.
+    ``origin`` is how the user wrote the overrides (``--set``, or a
     manifest's ``set`` table), so that errors name what the user typed. Unknown names
     raise a SpecError that lists the known ones.
     """
@@ -318,7 +320,18 @@ def with_overrides(spec: RigSpec, overrides: dict[str, str], origin: str = "--se
         where = f"{origin} {name}={text}" if origin == "--set" else f"{origin}.{name} = {text!r}"
         raw, unit = _override_value(spec, where, name, text)
         table, key = _override_target(spec, name, where, fixed, parameters, method, sections)
-        if table == "fixed":
+        if table == "fixed" and key not in fixed:  # a tree's named value, e.g. pole.mass
+            if not isinstance(raw, float):
+                raise _override_error(spec, f"{where}: expected a number")
+            if not unit:
+                raise _override_error(
+                    spec,
+                    f"{where}: the spec does not set {name!r}, so no unit is implied; write "
+                    f"the value with its unit (e.g. '{text} kg' for a mass; docs/newton-euler.md "
+                    "lists each value's unit)",
+                )
+            fixed[key] = Quantity(to_si(raw, unit), unit)  # the tree checks name and unit
+        elif table == "fixed":
             if not isinstance(raw, float):
                 raise _override_error(spec, f"{where}: expected a number")
             unit = unit or fixed[key].unit
@@ -395,12 +408,17 @@ def _override_target(spec, name, where, fixed, parameters, method, sections) -> 
     """(table, key) that the override ``name`` replaces; see ``with_overrides``."""
     tables = {"fixed": fixed, "parameters": parameters, "method": method}
     tables |= {k: v for k, v in sections.items() if isinstance(v, dict)}
+    for table in ("fixed", "parameters"):  # dotted names of trees: link2.mass, gravity.z
+        if name in tables[table]:
+            return table, name
     if "." in name:
         table, _, key = name.partition(".")
         if table in tables and key in tables[table]:
             return table, key
         if table == "method" and key:  # a setting the spec leaves at its default
             return table, key
+        if spec.model == "tree" and table not in tables:
+            return "fixed", name  # a value of the tree's elements the spec leaves to the model
     else:
         for table in ("fixed", "parameters", "method"):
             if name in tables[table]:
