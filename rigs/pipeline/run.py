@@ -238,8 +238,19 @@ def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: di
     kind_module(spec)  # unknown models fail here with the spec's name in the message
     stages = STAGES.get(spec.model)
     if stages is None:
-        raise InputError(f"{exp.rig}: no pipeline for model {spec.model!r}")
+        raise InputError(no_pipeline_message(exp.rig, spec.model))
     return stages(exp, spec, work, log, settings)
+
+
+def no_pipeline_message(rig, model: str) -> str:
+    """Why a rig of ``model`` cannot be identified from files, and what to do instead."""
+    if model == "tree":
+        return (
+            f'{rig}: tree rigs ([rig] model = "tree") are not identified by physid identify '
+            "or process yet; simulate them with physid simulate, identify them from Python "
+            "with physid.estimation.newton_euler_id (NEA, DiffNEA; docs/newton-euler.md)"
+        )
+    return f"{rig}: no pipeline for model {model!r}"
 
 
 # ------------------------------------------------------------------------------ video rigs

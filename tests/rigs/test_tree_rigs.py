@@ -15,7 +15,7 @@ from physid.rigs.cli import app
 from physid.rigs.models.tree.mjcf import ModelFileError, read_model_file
 from physid.rigs.models.tree.model import TreeError, build_model
 from physid.rigs.models.tree.rig import load_tree_rig
-from physid.spec import load_spec, with_overrides
+from physid.spec import SpecError, load_spec, with_overrides
 
 DATA = Path(__file__).parents[1] / "data" / "trees"
 
@@ -111,6 +111,14 @@ def test_spec_values_override_the_file_by_name(tmp_path):
     # --set reaches dotted names as well
     spec = with_overrides(load_spec(spec_path), {"link2.mass": "1.1 kg"})
     assert float(load_tree_rig(spec).params.bodies.mass[body]) == pytest.approx(1.1)
+    # ... and values the spec leaves to its [tree] tables, with a unit (none is implied)
+    spec = with_overrides(load_spec("cartpole"), {"pole.mass": "200 g"})
+    rig = load_tree_rig(spec)
+    assert float(rig.params.bodies.mass[rig.tree.body_names.index("pole")]) == pytest.approx(0.2)
+    with pytest.raises(SpecError, match="does not set 'pole.mass', so no unit is implied"):
+        with_overrides(load_spec("cartpole"), {"pole.mass": "0.2"})
+    with pytest.raises(TreeError, match="no element named 'pol'"):
+        load_tree_rig(with_overrides(load_spec("cartpole"), {"pol.mass": "0.2 kg"}))
 
 
 def test_urdf_is_read_through_mujoco():
@@ -251,3 +259,13 @@ def test_simulate_writes_log_truth_and_plot_and_reads_a_control_file(tmp_path):
     result = runner.invoke(app, [*args, "--control", str(bad)])
     assert result.exit_code != 0
     assert "no column for input 'u'" in str(result.exception)
+
+
+def test_identify_says_that_tree_rigs_are_identified_from_python(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("t,x,theta\n0,0,0\n0.01,0,0\n")
+    result = CliRunner().invoke(app, ["identify", "cartpole", str(log), "--out", str(tmp_path)])
+    message = result.output + str(result.exception)
+    assert result.exit_code != 0
+    # Not a complaint about the sensors' joint key: what is missing, and what to use instead.
+    assert "cartpole.toml: tree rigs" in message and "newton_euler_id" in message, message
