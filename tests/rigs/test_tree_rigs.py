@@ -2,6 +2,7 @@
 sensors and inputs, and the errors a user gets for input no body or tree can have."""
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -269,3 +270,16 @@ def test_identify_says_that_tree_rigs_are_identified_from_python(tmp_path):
     assert result.exit_code != 0
     # Not a complaint about the sensors' joint key: what is missing, and what to use instead.
     assert "cartpole.toml: tree rigs" in message and "newton_euler_id" in message, message
+
+
+def test_the_readmes_tree_rig_loads_as_written(tmp_path):
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if 'model = "tree"' in b]
+    assert len(blocks) == 1
+    rig = load_tree_rig(load_spec(write_spec(tmp_path, blocks[0], "my_double_pendulum.toml")))
+    assert rig.tree.body_names == ("upper", "lower")
+    assert [e.joint for e in rig.encoders] == ["shoulder", "elbow"]
+    assert rig.inputs[0].actuator == "motor" and rig.inputs[0].unit == "N m"
+    assert rig.model.value("lower.mass") == pytest.approx(0.2)  # 200 g
+    spec = with_overrides(load_spec(tmp_path / "my_double_pendulum.toml"), {"lower.mass": "250 g"})
+    assert float(load_tree_rig(spec).params.bodies.mass[1]) == pytest.approx(0.25)
