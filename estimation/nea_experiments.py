@@ -4,10 +4,11 @@ and a random generator (no files).
 
 (a) ``uniform_dataset``: (q, q̇, u) drawn uniformly over the state and input ranges, with the
     exact accelerations of the true model.
-(b) ``trajectory_dataset``: the true model (viscous friction included) simulated by RK4 under a
-    random multisine input, with small action noise (the applied input differs from the
-    recorded one) and small state noise (on the recorded positions); q̇, q̈ are then
-    estimated from the noisy positions (``newton_euler_id.differentiate``).
+(b) ``trajectory``: the true model (viscous friction included) simulated by RK4 under a
+    random multisine input (plus a feedback where the rig needs one, both sampled at the
+    log's rate as a digital controller would), with small action noise (the applied input
+    differs from the recorded one) and small state noise (on the recorded positions); q̇, q̈
+    are then estimated from the noisy positions (``newton_euler_id.differentiate``).
 """
 
 from __future__ import annotations
@@ -87,21 +88,29 @@ def simulate_closed_loop(
     qd0,
     u_open: np.ndarray,
     h: float,
+    sub: int,
     feedback: Callable | None = None,
     action_noise: np.ndarray | None = None,
 ):
-    """RK4 under u_k = u_open[k] + feedback(q_k, q̇_k) (held over the step); the applied input
-    adds ``action_noise[k]``. Returns q, q̇ [N + 1, n] and the *commanded* u [N, na]."""
+    """RK4 at step h under a digital controller sampled every ``sub`` steps: at each sample
+    k it commands u_k = u_open[k] + feedback(q_k, q̇_k), and the applied input u_k +
+    ``action_noise[k]`` is held over the sample period (sub · h). So the recorded command
+    is the applied input up to the action noise, as on a real rig logging its controller.
+    Returns q, q̇ at the samples [N + 1, n] and the commanded u [N, na]."""
     noise = np.zeros_like(u_open) if action_noise is None else action_noise
 
-    def step(carry, xs):
+    def sample(carry, xs):
         q, qd = carry
         u_k, w_k = xs
         cmd = u_k if feedback is None else u_k + feedback(q, qd)
-        q1, qd1 = rk4_step(tree, params, q, qd, cmd + w_k, h)
+
+        def step(_, state):
+            return rk4_step(tree, params, *state, cmd + w_k, h)
+
+        q1, qd1 = jax.lax.fori_loop(0, sub, step, (q, qd))
         return (q1, qd1), (q1, qd1, cmd)
 
-    run = jax.jit(lambda q0, qd0, u, w: jax.lax.scan(step, (q0, qd0), (u, w)))
+    run = jax.jit(lambda q0, qd0, u, w: jax.lax.scan(sample, (q0, qd0), (u, w)))
     _, (q, qd, cmd) = run(
         jnp.asarray(q0, float), jnp.asarray(qd0, float), jnp.asarray(u_open), jnp.asarray(noise)
     )
@@ -137,19 +146,19 @@ def trajectory(
     state_noise=0.0,
     action_noise=0.0,
 ) -> Trajectory:
-    """Simulate the true model at step h (inputs and action noise held over each sample
-    period dt, a multiple of h) and sample it every dt with Gaussian position noise."""
+    """Simulate the true model at step h under a controller sampled every dt (a multiple of
+    h; ``simulate_closed_loop``) and record its positions every dt with Gaussian noise."""
     sub = int(round(dt / h))
     n_samples = int(round(duration / dt))
     t = np.arange(n_samples) * dt
-    u_open = np.repeat(multisine(rng, t, amplitude, freqs_hz), sub, axis=0)
-    w = np.repeat(rng.normal(0.0, 1.0, (n_samples, tree.n_actuators)) * action_noise, sub, axis=0)
+    u_open = multisine(rng, t, amplitude, freqs_hz)
+    w = rng.normal(0.0, 1.0, (n_samples, tree.n_actuators)) * action_noise
     q, qd, cmd = simulate_closed_loop(
-        tree, params, q0, np.zeros(tree.n_dof), u_open, h, feedback, w
+        tree, params, q0, np.zeros(tree.n_dof), u_open, h, sub, feedback, w
     )
-    q, qd = q[:-1:sub], qd[:-1:sub]
+    q, qd = q[:-1], qd[:-1]
     measured = q + rng.normal(0.0, 1.0, q.shape) * np.asarray(state_noise)
-    return Trajectory(t, q, qd, measured, cmd[::sub], dt)
+    return Trajectory(t, q, qd, measured, cmd, dt)
 
 
 def rollout_errors(
