@@ -7,8 +7,11 @@ parameters of every body: physid's closed-form regressor and, for comparison, ja
 RNEA through the same parameters; Pinocchio's computeJointTorqueRegressor; MuJoCo has none.
 
 physid runs in two layouts: one vmap over all states, and lax.map over chunks of CHUNK states
-each vmapped (the chunk's intermediates stay in cache). Times are medians of REPEATS runs,
-µs per state; ratios are the peer's time over physid's (> 1: physid is faster).
+each vmapped (the chunk's intermediates stay in cache), each with the recursions as lax.scan
+or unrolled. On a shared machine the load changes within seconds, so every row times physid
+and its peers interleaved (physid's batch, then PEER_CALLS calls of each peer, REPEATS
+times): times are medians, µs per state, and each ratio is the median of the REPEATS ratios
+of neighbouring runs (peer's time over physid's; > 1: physid is faster).
 
     .venv/bin/python benchmarks/bench_newton_euler.py [--states N]
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -33,17 +37,15 @@ from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
 
 DATA = Path(__file__).parents[1] / "tests" / "data" / "trees"
-REPEATS = 5
+REPEATS = 7
 CHUNK = 500
+PEER_CALLS = 2000  # per run: 10-60 ms, about one physid batch
 
 
-def median_time(fn, repeats=REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def elapsed(fn) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - start
 
 
 def physid_functions(tree, params):
@@ -83,68 +85,74 @@ def batched(fn, layout: str):
     return jax.jit(chunked)
 
 
-def pinocchio_times(path: Path, Q, QD, X, n_calls: int) -> dict[str, float]:
+def pinocchio_calls(path: Path) -> dict:
     model = pin.buildModelFromMJCF(str(path))
     data = model.createData()
-    calls = {
+    return {
         "RNEA": lambda q, qd, x: pin.rnea(model, data, q, qd, x),
         "ABA": lambda q, qd, x: pin.aba(model, data, q, qd, x),
         "∂τ/∂φ regressor": lambda q, qd, x: pin.computeJointTorqueRegressor(model, data, q, qd, x),
     }
-    out = {}
-    for name, call in calls.items():
-
-        def loop(call=call):
-            for k in range(n_calls):
-                call(Q[k], QD[k], X[k])
-
-        out[name] = median_time(loop, 3) / n_calls
-    return out
 
 
-def mujoco_times(path: Path, Q, QD, X, n_calls: int) -> dict[str, float]:
+def mujoco_calls(path: Path) -> dict:
     m = mujoco.MjModel.from_xml_path(str(path))
     d = mujoco.MjData(m)
     tau = np.zeros(m.nv)
 
-    def rne(k):
-        d.qpos[:], d.qvel[:], d.qacc[:] = Q[k], QD[k], X[k]
+    def rne(q, qd, qdd):
+        d.qpos[:], d.qvel[:], d.qacc[:] = q, qd, qdd
         mujoco.mj_fwdPosition(m, d)  # kinematics, composite inertias (what mj_rne needs)
         mujoco.mj_fwdVelocity(m, d)
         mujoco.mj_rne(m, d, 1, tau)
 
-    def forward(k):
-        d.qpos[:], d.qvel[:], d.qfrc_applied[:] = Q[k], QD[k], X[k]
+    def forward(q, qd, f):
+        d.qpos[:], d.qvel[:], d.qfrc_applied[:] = q, qd, f
         mujoco.mj_forward(m, d)
 
-    out = {}
-    for name, call in (("RNEA", rne), ("ABA", forward)):
+    return {"RNEA": rne, "ABA": forward}
 
-        def loop(call=call):
-            for k in range(n_calls):
-                call(k)
 
-        out[name] = median_time(loop, 3) / n_calls
-    return out
+def peer_loop(call, Q, QD, X, n_calls: int):
+    def loop():
+        for k in range(n_calls):
+            call(Q[k], QD[k], X[k])
+
+    return loop
+
+
+def paired_times(physid_call, n_states: int, peers: dict, n_calls: int):
+    """physid's batch and each peer's loop timed in turn, REPEATS times: (physid µs per
+    state, {peer: (µs per call, median ratio peer/physid)})."""
+    runs = {"physid": [], **{name: [] for name in peers}}
+    for _ in range(REPEATS):
+        runs["physid"].append(elapsed(physid_call) / n_states)
+        for name, loop in peers.items():
+            runs[name].append(elapsed(loop) / n_calls)
+    ours = np.asarray(runs["physid"])
+    out = {
+        name: (float(np.median(runs[name])), float(np.median(np.asarray(runs[name]) / ours)))
+        for name in peers
+    }
+    return float(np.median(ours)), out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--states", type=int, default=10_000)
-    parser.add_argument("--peer-calls", type=int, default=10_000)
+    parser.add_argument("--peer-calls", type=int, default=PEER_CALLS)
     args = parser.parse_args()
     n = args.states
+    n_calls = min(n, args.peer_calls)
     print(f"{n} states; physid: jit(vmap) and lax.map over chunks of {CHUNK}; peers per call")
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
     for label in ("furuta", "arm7"):
         path = DATA / f"{label}.xml"
         model = build_model(read_model_file(path))
         rng = np.random.default_rng(0)
         nv = model.tree.n_dof
         Q, QD, X = (rng.normal(size=(n, nv)) for _ in range(3))
-        peers = {
-            "Pinocchio": pinocchio_times(path, Q, QD, X, min(n, args.peer_calls)),
-            "MuJoCo": mujoco_times(path, Q, QD, X, min(n, args.peer_calls)),
-        }
+        peer_calls = {"Pinocchio": pinocchio_calls(path), "MuJoCo": mujoco_calls(path)}
         args_j = tuple(jnp.asarray(x) for x in (Q, QD, X))
         print(f"\n### {label} ({nv} joints, {model.tree.n_bodies} bodies), µs per state")
         print(
@@ -154,16 +162,23 @@ def main() -> None:
         for unroll in (False, True):
             tree = dataclasses.replace(model.tree, unroll=unroll)
             for name, fn in physid_functions(tree, model.params).items():
+                key = "∂τ/∂φ regressor" if name.startswith("∂τ/∂φ") else name
+                peers = {
+                    p: peer_loop(calls[key], Q, QD, X, n_calls)
+                    for p, calls in peer_calls.items()
+                    if key in calls
+                }
                 for layout in ("vmap", "chunks"):
                     compiled = batched(fn, layout).lower(*args_j).compile()
-                    t = median_time(lambda c=compiled, a=args_j: c(*a)) / n
-                    key = "∂τ/∂φ regressor" if name.startswith("∂τ/∂φ") else name
-                    peer = [peers[p].get(key) for p in ("Pinocchio", "MuJoCo")]
-                    cells = [f"{x * 1e6:.3f}" if x else "n/a" for x in peer]
-                    ratios = [f"{x / t:.2f}" if x else "n/a" for x in peer]
+                    call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731
+                    call()  # warm
+                    t, peer = paired_times(call, n, peers, n_calls)
+                    cells = [f"{peer[p][0] * 1e6:.3f}" if p in peer else "n/a" for p in peer_calls]
+                    ratios = [f"{peer[p][1]:.2f}" if p in peer else "n/a" for p in peer_calls]
                     how = f"{layout}, {'unrolled' if unroll else 'scan'}"
                     row = [name, how, f"{t * 1e6:.3f}", *cells, *ratios]
                     print("| " + " | ".join(row) + " |")
+    print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
