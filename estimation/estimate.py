@@ -60,7 +60,12 @@ class ParameterEstimate:
     a measurement, so it is never identifiable and its std is not finite). ``lower_bound``:
     the data bound the parameter only from below and ``value`` is that bound (a friction
     coefficient of a contact that never slides). ``reason`` says why a parameter is not
-    identifiable (None when it is)."""
+    identifiable (None when it is).
+
+    ``released_std``, for a parameter on a box bound only: its std with the bound released
+    (the covariance not conditioned on it). It is no std of ``value`` (the bound) but a
+    one-sided interval: the truth lies in [bound, bound + k·released_std] (lower bound;
+    mirrored for an upper one) about as often as within k std of an interior value."""
 
     value: float
     std: float
@@ -69,6 +74,7 @@ class ParameterEstimate:
     at_bound: str | None = None
     lower_bound: bool = False
     reason: str | None = None
+    released_std: float | None = None
 
     def __post_init__(self):
         std = math.inf if self.std is None else float(self.std)
@@ -80,6 +86,8 @@ class ParameterEstimate:
             )
         if (self.at_bound or self.lower_bound) and math.isfinite(std):
             raise ValueError("a parameter at a bound or only bounded below has no finite std")
+        if self.released_std is not None and self.at_bound not in ("lower", "upper"):
+            raise ValueError("only a parameter on a box bound has a one-sided (released) std")
 
     @property
     def flags(self) -> str:

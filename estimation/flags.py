@@ -54,6 +54,7 @@ def flag_parameters(
     at_bound=None,
     lower_bound=None,
     unexcited: dict[str, str] | None = None,
+    released_std=None,
 ) -> dict[str, ParameterEstimate]:
     """``ParameterEstimate`` per name by the rules of this module.
 
@@ -61,7 +62,9 @@ def flag_parameters(
     its std is compared with (default |value|); ``at_bound`` per parameter "lower", "upper",
     "consistency" or ""/None; ``lower_bound`` per parameter True where the value is only a
     bound from below; ``unexcited`` {name: text} for parameters in a direction the data do
-    not excite (the text names the direction)."""
+    not excite (the text names the direction); ``released_std`` per parameter, for one on a
+    box bound: its std with the bound released (NaN or inf where unknown), which bounds it
+    one-sidedly (``ParameterEstimate.released_std``)."""
     names = list(names)
     p = len(names)
     values = np.asarray(values, float)
@@ -70,6 +73,7 @@ def flag_parameters(
     at_bound = [None] * p if at_bound is None else [b or None for b in at_bound]
     lower_bound = [False] * p if lower_bound is None else [bool(b) for b in lower_bound]
     unexcited = unexcited or {}
+    released = np.full(p, np.nan) if released_std is None else np.asarray(released_std, float)
     out = {}
     for i, name in enumerate(names):
         reason = _reason(
@@ -81,6 +85,11 @@ def flag_parameters(
         # identification.
         voided = at_bound[i] or not status.converged or lower_bound[i]
         shown_std = math.inf if voided else float(std[i])
+        one_sided = (
+            float(released[i])
+            if at_bound[i] in ("lower", "upper") and status.converged and np.isfinite(released[i])
+            else None
+        )
         out[name] = ParameterEstimate(
             value=float(values[i]),
             std=shown_std,
@@ -89,6 +98,7 @@ def flag_parameters(
             at_bound=at_bound[i],
             lower_bound=lower_bound[i],
             reason=reason,
+            released_std=one_sided,
         )
     return out
 

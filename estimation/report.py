@@ -223,6 +223,13 @@ def value_text(p: dict) -> str:
     only from below."""
     if p.get("lower_bound"):
         return f"≥ {fmt(p['value'], 3)} (lower bound)"
+    released = p.get("released_std")
+    if released is not None and p.get("at_bound") in ("lower", "upper"):
+        # On a box bound: a one-sided interval of one released std (estimation.estimate).
+        side = "≤" if p["at_bound"] == "lower" else "≥"
+        sign = 1.0 if p["at_bound"] == "lower" else -1.0
+        limit = fmt(p["value"] + sign * released, 3)
+        return f"{fmt(p['value'])} (on its {p['at_bound']} bound; {side} {limit} at 1 std)"
     return fmt(p["value"])
 
 

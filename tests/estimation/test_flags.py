@@ -92,3 +92,21 @@ def test_a_round_off_image_of_a_bound_is_on_it():
         "lower",
         "",
     ]
+
+
+def test_a_parameter_on_its_box_bound_keeps_a_one_sided_interval_and_nothing_else():
+    """b on its lower bound 0 with a released std: no std, not identifiable, the released
+    std kept for the interval [0, k·std]; a parameter on the consistency face or inside the
+    box gets none, and a released std on anything but a box bound is refused."""
+    from physid.estimation.report import value_text
+
+    params = flag_parameters(
+        "abc", [1.0, 0.0, 2.0], [0.1, 0.2, 0.3], UNITS, OK,
+        at_bound=["", "lower", "consistency"], released_std=[np.nan, 3e-4, 0.5],
+    )  # fmt: skip
+    b = params["b"]
+    assert b.std == math.inf and not b.identifiable and b.released_std == 3e-4
+    assert params["a"].released_std is None and params["c"].released_std is None
+    assert value_text(b.__dict__) == "0 (on its lower bound; ≤ 0.0003 at 1 std)"
+    with pytest.raises(ValueError, match="one-sided"):
+        ParameterEstimate(1.0, 0.1, "1", False, released_std=0.2)

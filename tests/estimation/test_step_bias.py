@@ -1,0 +1,49 @@
+"""Richardson extrapolation of the step's bias (``estimation.step_bias``): known answers for a
+scheme whose error is a polynomial in h."""
+
+import numpy as np
+import pytest
+
+from physid.estimation.step_bias import RECTANGULAR, richardson
+
+
+def shadow(truth, a, c, h):
+    """χ(h) = χ* + a h + c h²: a first-order scheme's shadow parameter."""
+    return truth + a * h + c * h**2
+
+
+def test_a_first_order_bias_is_removed_exactly():
+    truth, a, h = np.array([3.9e-3, 2e-4]), np.array([-5e-3, 1e-2]), 2e-3
+    step = richardson(shadow(truth, a, 0, h), shadow(truth, a, 0, h / 2), [0, 0], [1, 1])
+    np.testing.assert_allclose(step.values, truth, rtol=1e-12)
+    assert step.extrapolated.all()
+    np.testing.assert_allclose(step.change, a * h / 2, rtol=1e-9)
+
+
+@pytest.mark.parametrize("c_ratio", [-0.4, -0.2, 0.2, 0.4])
+def test_the_second_order_remainder_lies_within_the_bound_its_std_stands_for(c_ratio):
+    """|c| h ≤ 0.4 |a| (the second-order term at h at most 0.4 of the first): the remainder
+    −c h²/2 is within ±|d|, the bound whose rectangular std is |d|/√3 (at −0.4 exactly on
+    it: d = a h/2 − 0.3 a h = a h/5, remainder a h/5)."""
+    truth, a, h = 1.0, 0.1, 0.01
+    c = c_ratio * a / h
+    step = richardson([shadow(truth, a, c, h)], [shadow(truth, a, c, h / 2)], [0], [2])
+    remainder = step.values[0] - truth
+    assert remainder == pytest.approx(-c * h**2 / 2, rel=1e-9)
+    assert abs(remainder) <= abs(step.change[0]) * (1 + 1e-9)
+    assert step.std[0] == pytest.approx(RECTANGULAR * abs(step.change[0]))
+
+
+def test_a_correction_that_leaves_the_box_keeps_the_value_at_h_and_its_whole_bias():
+    """A damping whose d is noise: 2χ(h/2) − χ(h) < 0 is no damping; χ(h) is kept with 2|d|
+    (its first-order bias) as the step's std."""
+    step = richardson([2e-4], [0.5e-4], [0.0], [np.inf])  # 2χ(h/2) − χ(h) = −1e-4
+    assert not step.extrapolated[0]
+    assert step.values[0] == 2e-4
+    assert step.std[0] == pytest.approx(3e-4)
+
+
+def test_a_parameter_held_on_its_bound_stays_there():
+    step = richardson([0.0, 1.0], [1e-5, 1.1], [0.0, 0.0], [1.0, 2.0], held=[True, False])
+    assert step.values[0] == 0.0 and step.std[0] == 0.0 and not step.extrapolated[0]
+    assert step.values[1] == pytest.approx(1.2)
