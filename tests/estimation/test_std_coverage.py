@@ -4,15 +4,17 @@ data at h = 0.1 ms, the estimator at 2 ms); ``benchmarks/bench_std_coverage.py``
 same table. Slow: 50 identifications, each with its h/2 refit (1289 s in all on the shared
 2-core machine).
 
-Measured 2026-11-25 (docs/validation.md): the reported std puts 100 % of the inertia errors
-within 2 std, where (3.31) as printed put none, but the 1-std fraction is 4 %: the step's
-bias of J is the same in every dataset and about 1.2 reported std, so nearly every error lies
-just beyond 1 std. The issue's full criterion is therefore recorded as an expected failure
-(strict: it must be revisited the day it passes)."""
+Measured 2026-11-25 (docs/validation.md): with the step's bias removed by the h/2 refit
+(Richardson) and b's bound released, within 1 / 2 reported std: inertia 72 % / 100 %,
+damping 84 % / 98 % (11 on the bound, counted one-sidedly), friction 80 % / 96 %. Damping
+and friction are conservative: more than 76 % of their errors lie within 1 std (the
+linearized std's batch-means and data-noise floors only ever add), so the issue's 60–76 %
+band is recorded for them as an expected failure (strict: it must be revisited the day it
+passes)."""
 
 import pytest
 
-from physid.rigs.pipeline.coverage import PENDULUM, coverage, run_case
+from physid.rigs.pipeline.coverage import PENDULUM, at_step, coverage, run_case
 
 pytestmark = pytest.mark.slow
 
@@ -22,24 +24,32 @@ def rows():
     return run_case(PENDULUM, range(50))
 
 
-def test_reported_std_covers_the_model_error_within_two_std(rows):
+def test_reported_std_covers_every_class_within_two_std(rows):
     assert all(r["converged"] for r in rows)
-    reported, printed = coverage(rows), coverage(rows, "std_white")
-    # The step's bias of J is 5 std of (3.31) as printed (none within 2 std); the h/2 refit
-    # brings every one within 2 reported std.
+    reported, printed = coverage(rows), coverage(at_step(rows, "white"))
+    # The step's bias of J is 5 std of (3.31) as printed at h (none within 2 std) …
     assert printed["inertia"]["within_2_std"] < 0.1
-    assert reported["inertia"]["within_2_std"] >= 0.95
-    for cls, c in reported.items():  # never worse than (3.31) as printed
-        assert c["within_2_std"] >= printed[cls]["within_2_std"], cls
+    for cls, c in reported.items():
+        # … and every class is within 2 reported std in at least 95 % of the datasets (the
+        # issue's figure; 50 datasets: a calibrated std misses it by chance in 24 % of
+        # studies, so the margin is the measured 98–100 %).
+        assert c["within_2_std"] >= 0.95, (cls, c)
+        assert c["n"] + c["flagged"] == 50 and c["flagged"] == 0, (cls, c)  # none left out
+
+
+def test_inertia_std_is_calibrated(rows):
+    """The bias removed, J's error is no longer the same 1.2 std in every dataset: 60–76 %
+    within 1 std (68 % for a calibrated std; with 50 datasets the binomial spread of the
+    fraction is ±6.6 %, so the band is about ±1.2 of it)."""
+    c = coverage(rows)["inertia"]
+    assert 0.60 <= c["within_1_std"] <= 0.76, c
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured: J 4 % within 1 std (a common bias of ~1.2 std), mu 80 % within 2 std",
+    reason="measured: damping and friction over-cover (more than 76 % within 1 std)",
 )
 def test_reported_std_is_calibrated_per_parameter_class(rows):
     for cls, c in coverage(rows).items():
-        # 68 % and 95 % for a calibrated std; with 50 datasets the binomial spread of the
-        # 1-std fraction is ±6.6 %, so the issue's 60–76 % band is about ±1.2 of it.
         assert 0.60 <= c["within_1_std"] <= 0.76, (cls, c)
         assert c["within_2_std"] >= 0.95, (cls, c)
