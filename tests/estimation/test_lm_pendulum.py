@@ -80,9 +80,11 @@ def test_pendulum_estimate_file(identified):
     est, out = identified
     doc = json.loads((out / "estimate.json").read_text())
     assert set(doc["parameters"]["J"]) == {
-        "value", "std", "unit", "identifiable", "at_bound", "lower_bound", "reason"
+        "value", "std", "unit", "identifiable", "at_bound", "lower_bound", "reason",
+        "released_std",
     }  # fmt: skip
     assert doc["parameters"]["J"]["at_bound"] is None
+    assert doc["parameters"]["J"]["released_std"] is None  # inside its box: no one-sided std
     # How the run ended and how the model predicts (issue 24).
     assert doc["status"]["result"] == "successful" and doc["status"]["test"]
     assert doc["converged"] and doc["validation"]["verdict"] == "good fit"
