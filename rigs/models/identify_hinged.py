@@ -454,15 +454,18 @@ def identify_series(
     std, extra = lin_std, {"std_linearized_white": _named(names, white.std)}
     reported = values
     if settings["model_error"] and names and status.converged:
-        half = refit_at_half_step(spec, rig, problem, res, series_list[0], marks[0])
+        half, half_status = refit_at_half_step(spec, rig, problem, res, series_list[0], marks[0])
         lower, upper = problem.lower * problem.scale, problem.upper * problem.scale
         step = richardson(values, half, lower, upper, box)
         lmi = problem.consistency
-        if lmi is not None and not lmi.feasible(step.values / problem.scale):
-            # Extrapolated inertias no body can have: the values at h are kept (with their
-            # whole first-order bias in the std).
+        # The extrapolation trusts χ(h/2) as a minimum: a refit whose convergence test
+        # failed, or extrapolated inertias no body can have, keep the values at h (with
+        # their whole first-order bias 2|d| in the std).
+        feasible = lmi is None or lmi.feasible(step.values / problem.scale)
+        if not (half_status.converged and feasible):
             step = richardson(values, half, lower, upper, box, allowed=np.zeros(len(names)))
         reported = step.values
+        say(f"  refit at h/2: {_status_line(half_status)}")
         say(f"  step bias removed (refit at h/2): {_show(names, reported - values)}")
         std = np.sqrt(lin_std**2 + step.std**2)
         extra.update(
@@ -471,6 +474,7 @@ def identify_series(
             step_extrapolated=dict(zip(names, step.extrapolated.tolist(), strict=True)),
             discretization_error=_named(names, step.std),
             std_linearized=_named(names, lin_std),
+            half_step_status=half_status.to_dict(),
         )
     directions = unexcited_directions(names, cov.directions, cov.singular_values)
     parameters = flag_parameters(
@@ -831,7 +835,9 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
     model (Section 4.7), a bias the linearized covariance knows nothing about. The scheme is
     first order in h, so the bias at h is about twice the change from h to h/2; on the
     13-parameter swing-up that estimate is 0.9–1.7 times the true error of the inertias, b2,
-    μ2 and tilt_z (docs/lm-estimator.md)."""
+    μ2 and tilt_z (docs/lm-estimator.md). Returns the values and the refit's ``Status``
+    (the same Gauss–Newton test as the fit's: the extrapolation trusts χ(h/2) as a
+    minimum)."""
     settings = method_settings(spec)
     settings["h"] /= 2
     # From the h solution, at the last κ, without the states-only warm-up (the start is a
@@ -848,7 +854,7 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
         rig, spec, names, half, settings, values, marks, sigma_ref,
         lambda p: np.array([values[k] for k in names]) / p.scale, warm=True,
     )  # fmt: skip
-    return res.theta * refit.scale
+    return res.theta * refit.scale, fit_status(refit, res, fitted_covariance(refit, res))
 
 
 def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:
