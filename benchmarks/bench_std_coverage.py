@@ -45,8 +45,8 @@ def main() -> None:
           + ", ".join(f"{v} {sum(r['verdict'] == v for r in rows)}"
                       for v in sorted({r['verdict'] for r in rows})))  # fmt: skip
     variants = (
-        (rows, "std", "reported: 2χ(h/2) − χ(h), linearized ⊕ |χ(h) − χ(h/2)|/√3, bounds released"),
-        (at_step(rows), "std", "χ(h), linearized ⊕ 2|χ(h) − χ(h/2)| (before the extrapolation)"),
+        (rows, "std", "step_extrapolation: 2χ(h/2) − χ(h), linearized ⊕ |χ(h) − χ(h/2)|/√3"),
+        (at_step(rows), "std", "default: χ(h), linearized ⊕ 2|χ(h) − χ(h/2)|, bounds released"),
         (at_step(rows, "linearized"), "std", "χ(h), linearized only (batch means, data noise)"),
         (at_step(rows, "white"), "std", "χ(h), (3.31) as printed"),
     )

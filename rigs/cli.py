@@ -148,7 +148,7 @@ first is fitted and each other one cross-validates the fit.
     eps_delta, eps_f, lm_tau, alpha_shrink, eps_fric (rad/N m s),
     model_error, model_error_iterations, physical_consistency,
     max_gap (s), prediction_horizon (s), free_run_horizon (s), holdout,
-    covariance_batches
+    covariance_batches, step_extrapolation
   ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
     mu_pull, max_iter
 """
@@ -162,9 +162,8 @@ def identify(
     model_error: Annotated[
         bool,
         typer.Option(
-            help="Encoder rigs: refit at half the time step, correct the values for the step "
-            "(Richardson) and add what that may miss to each std (about doubles the run time; "
-            "same as [method] model_error = true)"
+            help="Encoder rigs: refit at half the time step and add the discretization error "
+            "to each std (about doubles the run time; same as [method] model_error = true)"
         ),
     ] = False,
     force: Annotated[

@@ -53,6 +53,7 @@ class Case:
             "h": {"value": 2e-3, "unit": "s"},
             "holdout": 0.0,
             "model_error": True,
+            "step_extrapolation": True,
         }
     )
 

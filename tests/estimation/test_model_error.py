@@ -47,7 +47,8 @@ def test_the_step_bias_is_removed_and_the_std_covers_what_remains():
         lambda a: a + rng.normal(0.0, 1e-3, a.shape),
     )
     h = 5e-3
-    method = {**rec.spec.method, "h": {"value": h, "unit": "s"}, "model_error": True}
+    method = {**rec.spec.method, "h": {"value": h, "unit": "s"}, "model_error": True,
+              "step_extrapolation": True}  # fmt: skip
     spec = replace(rec.spec, method=method)
     rig = kind_module(spec).build(spec)
     est, _ = identify_series(spec, rig, [series_on_grid(rec.log, rig.channels, h, "sim")])

@@ -4,7 +4,8 @@ data at h = 0.1 ms, the estimator at 2 ms); ``benchmarks/bench_std_coverage.py``
 same table. Slow: 50 identifications, each with its h/2 refit (1289 s in all on the shared
 2-core machine).
 
-Measured 2026-11-25 (docs/validation.md): with the step's bias removed by the h/2 refit
+The study runs with ``[method] step_extrapolation = true`` (``PENDULUM``; off by default, see
+docs/validation.md). Measured 2026-11-25: with the step's bias removed by the h/2 refit
 (Richardson) and b's bound released, within 1 / 2 reported std: inertia 72 % / 100 %,
 damping 84 % / 98 % (11 on the bound, counted one-sidedly), friction 80 % / 96 %. Damping
 and friction are conservative: more than 76 % of their errors lie within 1 std (the
