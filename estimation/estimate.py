@@ -153,12 +153,13 @@ class Estimate:
     def table(self) -> dict[str, list]:
         """The parameters as columns of plain lists: ``parameter``, ``value``, ``std``,
         ``unit`` (SI), ``identifiable``, ``flags``. A dict, no DataFrame needed (pandas takes
-        it as it is: ``pandas.DataFrame(estimate.table())``)."""
+        it as it is: ``pandas.DataFrame(estimate.table())``). A std that is not finite is
+        None, as in estimate.json."""
         ps = self.parameters
         return {
             "parameter": list(ps),
             "value": [p.value for p in ps.values()],
-            "std": [p.std for p in ps.values()],
+            "std": [p.std if math.isfinite(p.std) else None for p in ps.values()],
             "unit": [p.unit for p in ps.values()],
             "identifiable": [p.identifiable for p in ps.values()],
             "flags": [p.flags for p in ps.values()],
@@ -210,7 +211,7 @@ class Estimate:
 
 def _num(value, spec: str) -> str:
     """A number for display; '—' where there is none (non-finite values read back as None)."""
-    return "—" if value is None else format(value, spec)
+    return "—" if value is None or not math.isfinite(value) else format(value, spec)
 
 
 def physid_version() -> str:
