@@ -1,0 +1,405 @@
+"""``physid identify`` with ``[method] estimator = "tree"``: joint state and parameter
+estimation on generalized coordinates (docs/tree-estimator.md).
+
+Every log of the command line is fitted jointly: one parameter set, states per log, no
+dynamics row across a log boundary (Marklund et al., Section 4.5's several time series of one
+rig). The weights are the noise levels in physical units: each encoder's σ_y (rad, from the
+spec's sensor noise or its quantization) and each joint's process noise σ_w (N m s per step),
+by default the impulse per step that moves the joint by σ_y at ``noise_bandwidth`` Hz (see
+``default_process_noise``). No κ.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from physid.errors import InputError
+from physid.estimation.consistency import inertia_lmi, nearest_consistent
+from physid.estimation.estimate import Estimate, ParameterEstimate
+from physid.estimation.initialize import resample, smooth_angles
+from physid.estimation.lm import LMSettings, levenberg_marquardt
+from physid.estimation.tree_problem import TreeProblem, TreeStructure, compiled
+from physid.estimation.uncertainty import bound_flags, parameter_covariance
+from physid.spec import RigSpec
+from physid.streams import Stream
+
+# The default process noise moves a joint by its encoder noise at this frequency (Hz): the
+# cutoff of the initial filter (Section 4.4). Above it the angles are noise, and a torque error
+# that only shows there cannot be told from noise.
+NOISE_BANDWIDTH_HZ = 10.0
+
+
+def tree_settings(spec: RigSpec) -> dict:
+    """[method] settings of the tree estimator (SI): h, the process noise (None: the
+    default), its bandwidth, LM tolerances and the iteration limit."""
+    from physid.rigs.models.identify_hinged import _flag
+
+    h = spec.method_value("h", "s", 1e-3)
+    if not h > 0:
+        raise spec.error("method.h", f"must be positive, got {h:g}")
+    bandwidth = spec.method_value("noise_bandwidth", "Hz", NOISE_BANDWIDTH_HZ)
+    if not bandwidth > 0:
+        raise spec.error("method.noise_bandwidth", f"must be positive, got {bandwidth:g}")
+    return {
+        "h": h,
+        "process_noise": _process_noise_setting(spec),
+        "noise_bandwidth": bandwidth,
+        "eps_g": spec.method_value("eps_g", "1", LMSettings.eps_g),
+        "eps_delta": spec.method_value("eps_delta", "1", LMSettings.eps_delta),
+        "eps_f": spec.method_value("eps_f", "1", LMSettings.eps_f),
+        "max_iter": int(spec.method_value("max_iter", "1", LMSettings.max_iter)),
+        "lm_tau": spec.method_value("lm_tau", "1", 1e-8),
+        "alpha_shrink": spec.method_value("alpha_shrink", "1", 0.1),
+        "warmup_iter": int(spec.method_value("warmup_iter", "1", 0)),
+        "physical_consistency": _flag(spec, "physical_consistency", True),
+    }
+
+
+def _process_noise_setting(spec: RigSpec):
+    """``[method] process_noise``: one value for every joint, or a table by joint name, in
+    N m s (N s for a prismatic joint) per step; None when absent (the default)."""
+    raw = spec.method.get("process_noise")
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and "value" not in raw:
+        return {k: spec.section_value("method", f"process_noise.{k}", "N m s") for k in raw}
+    return spec.method_value("process_noise", "N m s", 0.0)
+
+
+def lm_settings(settings: dict) -> LMSettings:
+    return LMSettings(
+        eps_g=settings["eps_g"],
+        eps_delta=settings["eps_delta"],
+        max_iter=settings["max_iter"],
+        tau=settings["lm_tau"],
+        eps_f=settings["eps_f"],
+        alpha_shrink=settings["alpha_shrink"],
+        warmup_iter=settings["warmup_iter"],
+    )
+
+
+# ------------------------------------------------------------------ data on the grid
+
+
+def series_on_grid(stream: Stream, rig, h: float, path) -> dict:
+    """One log on the estimator grid t_0 + k h: observations y[n, k] (the sample nearest each
+    grid point within h/2, else weight 0), filtered angles for the initial states, and the
+    inputs u[n−1, n_act] held from the last sample at or before each step. A log with a
+    non-zero input for a rig without actuators is refused."""
+    for c in rig.channels:
+        if c not in stream.channels:
+            raise InputError(
+                f"{path}: no channel {c!r} for the rig's encoder (has {', '.join(stream.channels)})"
+            )
+    t = np.asarray(stream.t, float)
+    cols = [stream.channels.index(c) for c in rig.channels]
+    angles = np.asarray(stream.values[:, cols], float)
+    missing = np.asarray(stream.missing[:, cols], bool) | ~np.isfinite(angles)
+    n = int(np.floor((t[-1] - t[0]) / h + 1e-9)) + 1
+    if n < 3:
+        raise InputError(f"{path}: {t[-1] - t[0]:.3g} s of data is too short for h = {h:g} s")
+    grid = t[0] + h * np.arange(n)
+    idx = np.clip(np.searchsorted(t, grid), 1, len(t) - 1)
+    idx = np.where(np.abs(t[idx - 1] - grid) <= np.abs(t[idx] - grid), idx - 1, idx)
+    near = np.abs(t[idx] - grid) <= 0.5 * h + 1e-12
+    present = near[:, None] & ~missing[idx]
+    filled = angles.copy()
+    for i in range(angles.shape[1]):
+        ok = ~missing[:, i]
+        if ok.sum() < 2:
+            raise InputError(f"{path}: channel {rig.channels[i]!r} has fewer than two samples")
+        filled[:, i] = np.interp(t, t[ok], angles[ok, i])
+    smooth = resample(t, smooth_angles(t, np.unwrap(filled, axis=0)), grid)
+    hold = np.clip(np.searchsorted(t, grid[:-1], side="right") - 1, 0, len(t) - 1)
+    u = np.zeros((n - 1, len(rig.inputs)))
+    for k, column in enumerate(rig.inputs):
+        if column not in stream.channels:
+            raise InputError(
+                f"{path}: no input column {column!r} for actuator "
+                f"{rig.tree.actuator_names[k]!r} (has {', '.join(stream.channels)})"
+            )
+        values = np.nan_to_num(np.asarray(stream.values[:, stream.channels.index(column)], float))
+        u[:, k] = values[hold]
+    if not rig.inputs and "u" in stream.channels:
+        values = np.nan_to_num(np.asarray(stream.values[:, stream.channels.index("u")], float))
+        if np.any(values != 0):
+            first = int(np.flatnonzero(values)[0])
+            raise InputError(
+                f"{path}: column 'u' is {values[first]:g} at t = {t[first]:.6g} s, but the rig "
+                "has no actuator to take an input; describe the actuator in the rig (or log "
+                "u = 0 for an undriven rig)"
+            )
+    y = np.where(present, angles[idx], 0.0)
+    return {"grid": grid, "y": y, "present": present, "init": smooth, "u": u}
+
+
+# ------------------------------------------------------------------ the problem
+
+
+def default_process_noise(c: np.ndarray, sigma_y: float, h: float, bandwidth: float):
+    """σ_w [n] (N m s per step): the impulse per step h of the torque c (2π f)² σ_y that moves
+    a joint of inertia c (its diagonal of M) by the encoder noise σ_y at f = ``bandwidth``."""
+    return (2 * np.pi * bandwidth) ** 2 * np.asarray(c) * sigma_y * h
+
+
+def parameter_scale(spec: RigSpec, names) -> np.ndarray:
+    from physid.rigs.models.identify_hinged import parameter_scale as scale
+
+    return scale(spec, names)
+
+
+def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None):
+    """The ``TreeProblem`` of the logs ``series_list`` (one chain, segments per log), its
+    initial states, θ0, and what the weights were made of (dict)."""
+    names = tuple(names)
+    h = settings["h"]
+    vals = dict(rig.values)
+    vals.update(values or {})
+    ps = spec.parameters
+    scale = parameter_scale(spec, names) if names else np.zeros(0)
+    lower = np.array([ps[k].lower for k in names]) / scale if names else np.zeros(0)
+    upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
+    theta0 = np.array([vals[k] for k in names]) / scale if names else np.zeros(0)
+    structure = TreeStructure(rig.tree, rig.make_params, names, float(h), rig.observed)
+    n = rig.tree.n_dof
+    q0 = np.concatenate([_initial_positions(rig, s) for s in series_list])
+    starts = np.zeros(len(q0), bool)
+    starts[np.cumsum([0] + [len(s["grid"]) for s in series_list[:-1]])] = True
+    c = joint_inertia(structure, vals, q0)
+    sigma_y = float(np.min(rig.sensor_noise))
+    sigma_w = _process_noise(rig, settings, c, sigma_y, h)
+    wd = np.tile(np.sqrt(2.0) / np.concatenate([sigma_w, sigma_w]), (len(q0) - 1, 1))
+    wd[starts[1:]] = 0.0  # no dynamics across a log boundary
+    y = np.concatenate([s["y"] for s in series_list])
+    wo = np.concatenate([s["present"] for s in series_list]) / rig.sensor_noise[None, :]
+    u = np.concatenate(
+        [np.concatenate([s["u"], np.zeros((1, s["u"].shape[1]))]) for s in series_list]
+    )[:-1]
+    lmi = None
+    if rig.bodies is not None and names and settings["physical_consistency"]:
+        try:
+            lmi = inertia_lmi(rig.bodies, vals, names, scale, theta0)
+        except ValueError:
+            lmi = None  # a free mass or centre of mass: P is not affine in θ (not enforced)
+    fixed = {k: v for k, v in vals.items() if k not in names}
+    problem = TreeProblem(
+        structure, fixed, scale, lower, upper, y, wo, u, wd, c, lmi
+    )
+    X0 = problem.initial_states(q0, np.clip(theta0, lower, upper), starts)
+    info = {
+        "process_noise": dict(zip(rig.tree.dof_names, sigma_w.tolist(), strict=True)),
+        "process_noise_default": settings["process_noise"] is None,
+        "sensor_noise": dict(zip(rig.channels, rig.sensor_noise.tolist(), strict=True)),
+        "natural_map_inertia": dict(zip(rig.tree.dof_names, c.tolist(), strict=True)),
+        "segments": [int(len(s["grid"])) for s in series_list],
+    }
+    return problem, X0, theta0, info
+
+
+def joint_inertia(structure: TreeStructure, values: dict, q: np.ndarray) -> np.ndarray:
+    """Median over the positions q [N, n] of each joint's diagonal of M at ``values`` (kg m²
+    or kg): the natural map's inertia and the scale of the default process noise."""
+    import jax.numpy as jnp
+
+    args = {"values": {k: jnp.asarray(float(v)) for k, v in values.items()},
+            "scale": jnp.ones(len(structure.names))}  # fmt: skip
+    theta = jnp.asarray([float(values[k]) for k in structure.names])
+    return np.asarray(compiled(structure).joint_inertia(jnp.asarray(q, float), theta, args))
+
+
+def _initial_positions(rig, series: dict) -> np.ndarray:
+    """q [n, n_dof] of a log: the filtered angles for observed joints, 0 for the others."""
+    q = np.zeros((len(series["grid"]), rig.tree.n_dof))
+    for i, j in enumerate(rig.observed):
+        q[:, j] = series["init"][:, i]
+    return q
+
+
+def _process_noise(rig, settings, c, sigma_y, h) -> np.ndarray:
+    given = settings["process_noise"]
+    if given is None:
+        return default_process_noise(c, sigma_y, h, settings["noise_bandwidth"])
+    if isinstance(given, dict):
+        names = rig.tree.dof_names
+        unknown = set(given) - set(names)
+        if unknown:
+            raise InputError(
+                f"[method] process_noise names {sorted(unknown)}, not joints of the rig; "
+                f"joints: {', '.join(names)}"
+            )
+        default = default_process_noise(c, sigma_y, h, settings["noise_bandwidth"])
+        return np.array([given.get(k, default[j]) for j, k in enumerate(names)])
+    if not given > 0:
+        raise InputError(f"[method] process_noise must be positive, got {given:g}")
+    return np.full(rig.tree.n_dof, float(given))
+
+
+# ------------------------------------------------------------------ identify
+
+
+def identify_tree_series(
+    spec: RigSpec,
+    rig,
+    series_list: list[dict],
+    progress: Callable[[str], None] | None = None,
+    labels: list[str] | None = None,
+) -> tuple[Estimate, list[dict]]:
+    """Identify ``spec.parameters`` from every series jointly. No file I/O. Returns the
+    ``Estimate`` and per series a dict with ``grid`` (s), fitted ``angles[n, k]`` and
+    ``cost`` (weighted squared residual per step of that series)."""
+    say = progress or (lambda _line: None)
+    settings = tree_settings(spec)
+    names = list(spec.parameters)
+    labels = labels or [f"series {i}" for i in range(len(series_list))]
+    start = time.perf_counter()
+    problem, X0, theta0, info = build_problem(rig, spec, names, series_list, settings)
+    n_total = len(problem.y)
+    say(
+        f"identifying {', '.join(names)} from {len(series_list)} log(s), {n_total} steps of "
+        f"{settings['h']:g} s"
+    )
+    kind = "default" if info["process_noise_default"] else "[method] process_noise"
+    say(
+        "  process noise σ_w per step ("
+        + kind
+        + "): "
+        + ", ".join(f"{k} {v:.3g} N m s" for k, v in info["process_noise"].items())
+        + "; encoder noise "
+        + ", ".join(f"{k} {v:.3g} rad" for k, v in info["sensor_noise"].items())
+    )
+    theta0 = _consistent_start(spec, problem, theta0, say)
+    scale = problem.scale
+
+    def on_iteration(it, cost, alpha, theta):
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
+        say(f"  iteration {it:3d}  cost/step {cost / n_total:.4e}  α {alpha:.2e}  {shown}")
+
+    res = levenberg_marquardt(problem, X0, theta0, lm_settings(settings), on_iteration)
+    values = res.theta * scale
+    say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
+    cov = fitted_covariance(problem, res)
+    units = rig.parameter_units
+    fits, offset = [], 0
+    X = np.asarray(res.X)
+    dyn, obs, _ = problem.residuals(res.X, res.theta)
+    for s in series_list:
+        m = len(s["grid"])
+        seg_cost = float(np.sum(obs[offset : offset + m] ** 2))
+        seg_cost += float(np.sum(dyn[offset : offset + m - 1] ** 2))
+        fits.append(
+            {
+                "grid": s["grid"],
+                "angles": X[offset : offset + m, : rig.tree.n_dof][:, list(rig.observed)],
+                "states": X[offset : offset + m],
+                "cost": seg_cost / m,
+            }
+        )
+        offset += m
+    estimate = Estimate(
+        rig=spec.name,
+        solver=(
+            "levenberg-marquardt on generalized coordinates (forced discrete Euler–Lagrange "
+            "residuals, exact dry friction, banded arrow solve)"
+        ),
+        parameters={
+            k: ParameterEstimate(
+                float(values[i]), float(cov.std[i]), units[k], bool(cov.identifiable[i]),
+                str(cov.at_bound[i]) or None,
+            )
+            for i, k in enumerate(names)
+        },  # fmt: skip
+        cost=res.cost / n_total,
+        iterations=res.iterations,
+        converged=res.converged,
+        history=[c / n_total for c in res.history],
+        settings={
+            **{k: v for k, v in settings.items() if k != "process_noise"},
+            "estimator": "tree",
+            "logs": list(labels),
+            "process_noise": info["process_noise"],
+            "process_noise_default": info["process_noise_default"],
+            "sensor_noise": info["sensor_noise"],
+        },
+        covariance=cov.cov.tolist(),
+        identifiability={
+            "singular_values": cov.singular_values.tolist(),
+            "directions": cov.directions.tolist(),
+            "unexcited_directions": cov.unexcited,
+            "relative_to": "max(|value|, |initial|) per parameter",
+        },
+        extra={
+            "stop_reason": res.reason,
+            "warmup_iterations": res.warmup_iterations,
+            "natural_map_inertia": info["natural_map_inertia"],
+            "segments": info["segments"],
+            "costs_per_log": [f["cost"] for f in fits],
+            "consistency": _consistency_report(problem, res, cov),
+        },
+    )
+    return estimate, fits
+
+
+def fitted_covariance(problem: TreeProblem, result):
+    """(3.31) at the solution, conditional on the box bounds and the consistency faces it
+    lies on (as ``identify_hinged.fitted_covariance``)."""
+    from dataclasses import replace
+
+    bounds = bound_flags(result.theta, problem.lower, problem.upper)
+    lmi, values = problem.consistency, result.theta * problem.scale
+    if lmi is None:
+        return parameter_covariance(result.lin, problem.scale, values, bounds)
+    rows = lmi.active_rows(result.theta)
+    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows)
+    return replace(cov, on_consistency_face=lmi.on_face(result.theta))
+
+
+def _consistent_start(spec, problem: TreeProblem, theta0, say) -> np.ndarray:
+    lmi, theta0 = problem.consistency, np.clip(theta0, problem.lower, problem.upper)
+    if lmi is None or lmi.feasible(theta0):
+        return theta0
+    try:
+        start = nearest_consistent(theta0, problem.lower, problem.upper, lmi)
+    except ValueError:
+        raise InputError(
+            f"{spec.path}: {lmi.describe_violation(theta0, problem.scale)}, and no values of "
+            f"{', '.join(problem.names)} within their bounds make it one: check the [fixed] "
+            "inertias (each principal moment must be at most the sum of the other two)"
+        ) from None
+    say(f"  initial values: {lmi.describe_violation(theta0, problem.scale)}; moved to the nearest")
+    return start
+
+
+def _consistency_report(problem: TreeProblem, result, cov) -> dict:
+    lmi = problem.consistency
+    if lmi is None:
+        return {"enforced": False}
+    return {
+        "enforced": True,
+        "method": "pseudo-inertia ⪰ 0 per body (Wensing et al. 2017), cvxpy",
+        "bodies": list(lmi.labels),
+        "min_eigenvalue": lmi.min_eigenvalues(result.theta).tolist(),
+        "on_boundary": list(cov.on_consistency_face),
+    }
+
+
+def identify_tree(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
+    """``physid identify`` with the tree estimator: read the logs, fit them jointly, write
+    estimate.json and fit.png."""
+    from physid.rigs.encoders import read_log
+    from physid.rigs.models.identify_hinged import _plot, enable_compilation_cache
+
+    enable_compilation_cache()
+    h = tree_settings(spec)["h"]
+    series = [series_on_grid(read_log(p, spec), rig, h, p) for p in data]
+    estimate, fits = identify_tree_series(
+        spec, rig, series, progress=console.print, labels=[str(p) for p in data]
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _plot(out / "fit.png", series[0], fits[0]["angles"], rig.channels, spec.name)
+    estimate.write(out / "estimate.json")
+    return estimate
