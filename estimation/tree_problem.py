@@ -83,9 +83,14 @@ class _Model:
         self.linearize = jax.jit(self._linearize)
         self.linearize_states = jax.jit(functools.partial(self._linearize, with_theta=False))
         self.residuals = jax.jit(self._residuals)
-        self.cost = jax.jit(lambda X, theta, a: sum(jnp.sum(r**2) for r in self._residuals(X, theta, a)))
+        self.cost = jax.jit(
+            lambda X, theta, a: sum(jnp.sum(r**2) for r in self._residuals(X, theta, a))
+        )
         self.momenta = jax.jit(self._momenta)
         self.joint_inertia = jax.jit(self._joint_inertia)
+
+    def _cost(self, X, theta, a):
+        return sum(jnp.sum(r**2) for r in self._residuals(X, theta, a))
 
     def params(self, a, theta):
         values = dict(a["values"])
@@ -98,7 +103,7 @@ class _Model:
 
     def _obs(self, X, a):
         n, wr = self.s.n, self.s.wraps
-        q = X[:, : n][:, np.asarray(self.s.observed, dtype=int)]
+        q = X[:, :n][:, np.asarray(self.s.observed, dtype=int)]
         diff = q - a["y"]
         diff = jnp.where(wr, _wrap(diff), diff)
         return a["wo"] * diff
@@ -124,9 +129,9 @@ class _Model:
             # mixed derivatives ∂²L/∂(q̄, v̄)∂θ come from one reverse pass over θ pushed along
             # the 2n directions of (q̄, v̄), instead of p tangents through L's gradient.
             def grad_theta(z):
-                return jax.grad(
-                    lambda th: vf.lagrangian(s.tree, self.params(a, th), z[:n], z[n:])
-                )(theta)
+                return jax.grad(lambda th: vf.lagrangian(s.tree, self.params(a, th), z[:n], z[n:]))(
+                    theta
+                )
 
             G_th = jax.jacfwd(grad_theta)(jnp.concatenate([qm, v])).T  # [p, 2n] → [2n, p]
             L_qth, L_vth = G_th[:n], G_th[n:]
@@ -152,9 +157,11 @@ class _Model:
         block = functools.partial(self._dyn_block, a, theta, with_theta=with_theta)
         dr, dA, dB, dC = jax.vmap(block)(q[:-1], p[:-1], q[1:], p[1:], a["u"], a["wd"])
         orr = self._obs(X, a)
-        sel = jnp.zeros((len(self.s.observed), 2 * n)).at[
-            jnp.arange(len(self.s.observed)), jnp.asarray(self.s.observed)
-        ].set(1.0)
+        sel = (
+            jnp.zeros((len(self.s.observed), 2 * n))
+            .at[jnp.arange(len(self.s.observed)), jnp.asarray(self.s.observed)]
+            .set(1.0)
+        )
         oA = a["wo"][:, :, None] * sel[None]
         p_ = theta.shape[0] if with_theta else 0
         d = 2 * n
@@ -270,5 +277,3 @@ class TreeProblem:
 
     def positions(self, X) -> np.ndarray:
         return np.asarray(X)[:, : self.structure.n]
-
-

@@ -128,6 +128,10 @@ def simulate(spec: RigSpec, options, console):
 
 def identify(spec: RigSpec, data, out, console):
     """``physid identify``: joint state and parameter LM (rigs.models.identify_hinged)."""
+    from physid.rigs.models.identify_tree import estimator, identify_tree
+
+    if estimator(spec) == "tree":
+        return identify_tree(spec, tree_rig(spec), data, out, console)
     from physid.rigs.models.identify_hinged import identify_hinged
 
     return identify_hinged(spec, build(spec), data, out, console)
@@ -157,13 +161,13 @@ def tree_rig(spec: RigSpec):
     f_c2 = μ2 r2 m_B g (hinge 2 carries B's weight). μ keeps its name and meaning at rest;
     the swing's centripetal loads are not modelled.
     """
-    from physid.rigs.models.tree_rig import TreeRig, control_inputs, encoder_sensors
+    from physid.rigs.models.tree_rig import FitRig, control_inputs, encoder_sensors
 
     rig = build(spec)
     tree = _furuta_tree()
     channels, observed, noise = encoder_sensors(spec, TREE_JOINTS, ("revolute",) * 2)
-    return TreeRig(
-        tree=tree, base=None, values=dict(rig.values), make_params=furuta_tree_params,
+    return FitRig(
+        tree=tree, values=dict(rig.values), make_params=furuta_tree_params,
         channels=channels, observed=observed, inputs=control_inputs(spec, ("motor",)),
         sensor_noise=noise, parameter_units=UNITS, bodies=bodies,
     )  # fmt: skip
@@ -184,7 +188,7 @@ def _furuta_tree():
     )
 
 
-def furuta_tree_params(v: dict, base=None):
+def furuta_tree_params(v: dict):
     """TreeParams of the rigid-joint Furuta from its named SI values (traceable)."""
     from physid.dynamics.tree import (
         ActuatorParams,
@@ -194,7 +198,6 @@ def furuta_tree_params(v: dict, base=None):
         TreeParams,
     )
 
-    del base
     one = jnp.ones(())
     zero = 0.0 * one
     # SPOOK rest frames: A = rotation −π/2 about x (z up along hinge 1), B = −π/2 about z

@@ -11,19 +11,46 @@ by default the impulse per step that moves the joint by σ_y at ``noise_bandwidt
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from physid.dynamics.tree import REVOLUTE
 from physid.errors import InputError
 from physid.estimation.consistency import inertia_lmi, nearest_consistent
-from physid.estimation.estimate import Estimate, ParameterEstimate
+from physid.estimation.estimate import Estimate
+from physid.estimation.flags import (
+    bound_flags,
+    flag_parameters,
+    unexcited_by_parameter,
+    unexcited_directions,
+)
 from physid.estimation.initialize import resample, smooth_angles
 from physid.estimation.lm import LMSettings, levenberg_marquardt
+from physid.estimation.prediction import (
+    Channel,
+    InitialState,
+    Observations,
+    free_run,
+    k_step_ahead,
+)
 from physid.estimation.tree_problem import TreeProblem, TreeStructure, compiled
-from physid.estimation.uncertainty import bound_flags, parameter_covariance
+from physid.estimation.uncertainty import parameter_covariance
+from physid.estimation.validation import validation
+from physid.rigs.models.identify_hinged import (
+    BATCHES,
+    _prediction_line,
+    _status_line,
+    fit_status,
+    parameter_bounds,
+)
+from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
 from physid.spec import RigSpec
 from physid.streams import Stream
 
@@ -56,6 +83,9 @@ def tree_settings(spec: RigSpec) -> dict:
         "alpha_shrink": spec.method_value("alpha_shrink", "1", 0.1),
         "warmup_iter": int(spec.method_value("warmup_iter", "1", 0)),
         "physical_consistency": _flag(spec, "physical_consistency", True),
+        "covariance_batches": int(spec.method_value("covariance_batches", "1", BATCHES)),
+        "prediction_horizon": spec.method_value("prediction_horizon", "s", PREDICTION_HORIZON),
+        "free_run_horizon": spec.method_value("free_run_horizon", "s", FREE_RUN_HORIZON),
     }
 
 
@@ -165,7 +195,6 @@ def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None)
     upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
     theta0 = np.array([vals[k] for k in names]) / scale if names else np.zeros(0)
     structure = TreeStructure(rig.tree, rig.make_params, names, float(h), rig.observed)
-    n = rig.tree.n_dof
     q0 = np.concatenate([_initial_positions(rig, s) for s in series_list])
     starts = np.zeros(len(q0), bool)
     starts[np.cumsum([0] + [len(s["grid"]) for s in series_list[:-1]])] = True
@@ -186,9 +215,7 @@ def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None)
         except ValueError:
             lmi = None  # a free mass or centre of mass: P is not affine in θ (not enforced)
     fixed = {k: v for k, v in vals.items() if k not in names}
-    problem = TreeProblem(
-        structure, fixed, scale, lower, upper, y, wo, u, wd, c, lmi
-    )
+    problem = TreeProblem(structure, fixed, scale, lower, upper, y, wo, u, wd, c, lmi)
     X0 = problem.initial_states(q0, np.clip(theta0, lower, upper), starts)
     info = {
         "process_noise": dict(zip(rig.tree.dof_names, sigma_w.tolist(), strict=True)),
@@ -240,6 +267,19 @@ def _process_noise(rig, settings, c, sigma_y, h) -> np.ndarray:
 
 # ------------------------------------------------------------------ identify
 
+ESTIMATORS = ("tree", "spook")
+
+
+def estimator(spec: RigSpec) -> str:
+    """``[method] estimator`` of a pendulum or Furuta spec: "spook" (the paper's LM on
+    maximal coordinates, the default of these specs) or "tree" (generalized coordinates)."""
+    value = spec.method.get("estimator", "spook")
+    if value not in ESTIMATORS:
+        raise spec.error(
+            "method.estimator", f"{value!r} is not an estimator; one of {', '.join(ESTIMATORS)}"
+        )
+    return str(value)
+
 
 def identify_tree_series(
     spec: RigSpec,
@@ -249,8 +289,9 @@ def identify_tree_series(
     labels: list[str] | None = None,
 ) -> tuple[Estimate, list[dict]]:
     """Identify ``spec.parameters`` from every series jointly. No file I/O. Returns the
-    ``Estimate`` and per series a dict with ``grid`` (s), fitted ``angles[n, k]`` and
-    ``cost`` (weighted squared residual per step of that series)."""
+    ``Estimate`` (with its fit status, parameter flags, prediction checks and verdict) and
+    per series a dict with ``grid`` (s), fitted ``angles[n, k]``, ``states`` and ``cost``
+    (weighted squared residual per step of that series)."""
     say = progress or (lambda _line: None)
     settings = tree_settings(spec)
     names = list(spec.parameters)
@@ -264,57 +305,53 @@ def identify_tree_series(
     )
     kind = "default" if info["process_noise_default"] else "[method] process_noise"
     say(
-        "  process noise σ_w per step ("
-        + kind
-        + "): "
+        f"  process noise σ_w per step ({kind}): "
         + ", ".join(f"{k} {v:.3g} N m s" for k, v in info["process_noise"].items())
         + "; encoder noise "
         + ", ".join(f"{k} {v:.3g} rad" for k, v in info["sensor_noise"].items())
     )
     theta0 = _consistent_start(spec, problem, theta0, say)
-    scale = problem.scale
-
-    def on_iteration(it, cost, alpha, theta):
-        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
-        say(f"  iteration {it:3d}  cost/step {cost / n_total:.4e}  α {alpha:.2e}  {shown}")
-
-    res = levenberg_marquardt(problem, X0, theta0, lm_settings(settings), on_iteration)
-    values = res.theta * scale
+    res = fit(problem, X0, theta0, settings, names, n_total, say)
+    values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
-    cov = fitted_covariance(problem, res)
-    units = rig.parameter_units
-    fits, offset = [], 0
-    X = np.asarray(res.X)
-    dyn, obs, _ = problem.residuals(res.X, res.theta)
-    for s in series_list:
-        m = len(s["grid"])
-        seg_cost = float(np.sum(obs[offset : offset + m] ** 2))
-        seg_cost += float(np.sum(dyn[offset : offset + m - 1] ** 2))
-        fits.append(
-            {
-                "grid": s["grid"],
-                "angles": X[offset : offset + m, : rig.tree.n_dof][:, list(rig.observed)],
-                "states": X[offset : offset + m],
-                "cost": seg_cost / m,
-            }
-        )
-        offset += m
+    cov = fitted_covariance(problem, res, settings["covariance_batches"])
+    white = fitted_covariance(problem, res)
+    status = fit_status(problem, res, white)
+    say(f"  {_status_line(status)}")
+    directions = unexcited_directions(names, cov.directions, cov.singular_values)
+    parameters = flag_parameters(
+        names, values, cov.std, rig.parameter_units, status,
+        magnitude=np.maximum(np.abs(values), np.abs(problem.scale)),
+        at_bound=parameter_bounds(problem, res.theta),
+        unexcited=unexcited_by_parameter(directions),
+    )  # fmt: skip
+    fits = _segment_fits(problem, res, series_list)
+    fitted = {k: float(values[i]) for i, k in enumerate(names)}
+    predictions, origins = [], []
+    for label, s, f in zip(labels, series_list, fits, strict=True):
+        more = predict(rig, fitted, s, f["states"], settings, label, problem.c)
+        predictions += more
+        origins += [float(s["grid"][0])] * len(more)
+    for p in predictions:
+        say(f"  {_prediction_line(p)}")
+    covers = (
+        "The std is linearized (Marklund et al. (3.31)) with the residuals' own covariance and "
+        f"batch means over {settings['covariance_batches']} blocks of the record; it does not "
+        f"cover the discretization error of h = {settings['h']:g} s, errors of the fixed "
+        "values or of the model's form."
+    )
+    checked = validation(status, predictions, parameters, None, covers)
+    say(f"verdict: {checked['summary']}")
     estimate = Estimate(
         rig=spec.name,
         solver=(
             "levenberg-marquardt on generalized coordinates (forced discrete Euler–Lagrange "
             "residuals, exact dry friction, banded arrow solve)"
         ),
-        parameters={
-            k: ParameterEstimate(
-                float(values[i]), float(cov.std[i]), units[k], bool(cov.identifiable[i]),
-                str(cov.at_bound[i]) or None,
-            )
-            for i, k in enumerate(names)
-        },  # fmt: skip
+        parameters=parameters,
         cost=res.cost / n_total,
         iterations=res.iterations,
-        converged=res.converged,
+        converged=status.converged,
         history=[c / n_total for c in res.history],
         settings={
             **{k: v for k, v in settings.items() if k != "process_noise"},
@@ -329,6 +366,7 @@ def identify_tree_series(
             "singular_values": cov.singular_values.tolist(),
             "directions": cov.directions.tolist(),
             "unexcited_directions": cov.unexcited,
+            "unexcited": directions,
             "relative_to": "max(|value|, |initial|) per parameter",
         },
         extra={
@@ -338,23 +376,147 @@ def identify_tree_series(
             "segments": info["segments"],
             "costs_per_log": [f["cost"] for f in fits],
             "consistency": _consistency_report(problem, res, cov),
+            "std_linearized_white": dict(zip(names, white.std.tolist(), strict=True)),
+            "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
         },
+        status=status.to_dict(),
+        validation=checked,
     )
     return estimate, fits
 
 
-def fitted_covariance(problem: TreeProblem, result):
+def fit(problem: TreeProblem, X0, theta0, settings: dict, names, n_total: int, say):
+    """The LM run (``estimation.lm``) with one progress line per iteration."""
+    scale = problem.scale
+
+    def on_iteration(it, cost, alpha, theta):
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
+        say(f"  iteration {it:3d}  cost/step {cost / n_total:.4e}  α {alpha:.2e}  {shown}")
+
+    return levenberg_marquardt(problem, X0, theta0, lm_settings(settings), on_iteration)
+
+
+def _segment_fits(problem: TreeProblem, res, series_list) -> list[dict]:
+    fits, offset = [], 0
+    X = np.asarray(res.X)
+    n = problem.structure.n
+    observed = list(problem.structure.observed)
+    dyn, obs, _ = problem.residuals(res.X, res.theta)
+    for s in series_list:
+        m = len(s["grid"])
+        cost = float(np.sum(obs[offset : offset + m] ** 2))
+        cost += float(np.sum(dyn[offset : offset + m - 1] ** 2))
+        states = X[offset : offset + m]
+        fits.append(
+            {"grid": s["grid"], "angles": states[:, :n][:, observed], "states": states,
+             "cost": cost / m}
+        )  # fmt: skip
+        offset += m
+    return fits
+
+
+def fitted_covariance(problem: TreeProblem, result, batches: int | None = None):
     """(3.31) at the solution, conditional on the box bounds and the consistency faces it
     lies on (as ``identify_hinged.fitted_covariance``)."""
-    from dataclasses import replace
-
-    bounds = bound_flags(result.theta, problem.lower, problem.upper)
+    bounds = bound_flags(result.theta, problem.lower, problem.upper, np.ones(len(result.theta)))
     lmi, values = problem.consistency, result.theta * problem.scale
     if lmi is None:
-        return parameter_covariance(result.lin, problem.scale, values, bounds)
+        return parameter_covariance(result.lin, problem.scale, values, bounds, batches=batches)
     rows = lmi.active_rows(result.theta)
-    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows)
+    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows, batches=batches)
     return replace(cov, on_consistency_face=lmi.on_face(result.theta))
+
+
+# ------------------------------------------------------------------ prediction checks
+
+
+def channels(rig) -> tuple[Channel, ...]:
+    """The encoder channels for the prediction checks (angles wrap at a turn)."""
+    wraps = [rig.tree.joint_types[rig.tree.dof_bodies[j]] == REVOLUTE for j in rig.observed]
+    return tuple(
+        Channel(c, "rad" if w else "m", float(s), 2 * np.pi if w else None)
+        for c, s, w in zip(rig.channels, rig.sensor_noise, wraps, strict=True)
+    )
+
+
+def predict(rig, values: dict, series: dict, states, settings: dict, label: str, c) -> list:
+    """k-step-ahead and free-run checks (``estimation.prediction``) of the rig with the SI
+    ``values`` on ``series``, from the estimated states [n, 2 n_dof] (``c``: the natural
+    map's inertia per joint, as in the fit): the identified model
+    simulated by the integrator the estimator's residual is the equation of
+    (``variational_friction.rollout``), with the recorded inputs."""
+    h = settings["h"]
+    chans = channels(rig)
+    obs = Observations(series["grid"], series["y"], series["present"])
+    n = len(obs.t)
+    k = max(1, min(int(round(settings.get("prediction_horizon", PREDICTION_HORIZON) / h)), n - 1))
+    sim, start_state = simulator(rig, values, h, series["u"], c)
+    states = np.asarray(states)
+    ahead = k_step_ahead(sim, lambda steps: states[steps], obs, chans, k, label)
+    horizon = int(round(settings.get("free_run_horizon", FREE_RUN_HORIZON) / h))
+    q01 = states[:2, : rig.tree.n_dof].reshape(-1)
+    initial = InitialState(q01, start_state, step=1e-7)
+    free = free_run(sim, initial, obs, chans, 2 * k, label, horizon)
+    return [ahead, free]
+
+
+@functools.lru_cache(maxsize=8)
+def _rollout(tree, make_params, observed: tuple, h: float):
+    """Jitted batched rollout: (values, x0[B, 2n], u[B, steps, n_act], c) → q_obs[B, steps+1]."""
+    from physid.dynamics import variational_friction as vf
+
+    n, obs = tree.n_dof, np.asarray(observed, int)
+
+    def one(values, x0, u, c):
+        params = make_params(values)
+
+        def step(x, uk):
+            q1, p1 = vf.step(tree, params, x[:n], x[n:], uk, h, c)
+            x1 = jnp.concatenate([q1, p1])
+            return x1, x1
+
+        _, xs = jax.lax.scan(step, x0, u)
+        return jnp.concatenate([x0[None], xs])[:, obs]
+
+    def start(values, z, c):
+        """(q₀, p₀) from the positions of the first two steps: p₀ = −D₁L_d − (h/2) F."""
+        params = make_params(values)
+        q0, q1 = z[:n], z[n:]
+        D1, _ = vf.slot_derivatives(tree, params, q0, q1, h)
+        force = vf.smooth_forces(tree, params, (q1 - q0) / h, jnp.zeros(len(tree.actuator_names)))
+        return jnp.concatenate([q0, -D1 - 0.5 * h * force])
+
+    batched = jax.vmap(one, in_axes=(None, 0, 0, None))
+    return jax.jit(batched), jax.jit(jax.vmap(start, in_axes=(None, 0, None)))
+
+
+def simulator(rig, values: dict, h: float, u: np.ndarray, c):
+    """The ``estimation.prediction.Simulate`` of the rig with the SI ``values`` and the inputs
+    u[n−1, n_act] of a series, and the map from the first two steps' positions to a state."""
+    merged = {k: jnp.asarray(float(v)) for k, v in {**rig.values, **values}.items()}
+    roll, start = _rollout(rig.tree, rig.make_params, tuple(rig.observed), float(h))
+    c = jnp.asarray(c, float)
+    u = np.asarray(u, float).reshape(len(u), -1)
+    u = np.concatenate([u, np.repeat(u[-1:] if len(u) else np.zeros((1, u.shape[1])), 2, 0)])
+
+    def simulate(x0, first, steps):
+        b = len(first)
+        # Batch and length padded to powers of two: the checks of one fit share a handful of
+        # compiled shapes; the padded steps run past the record with the last input.
+        bp, sp = _pow2(b), _pow2(steps)
+        pad = np.r_[np.arange(b), np.zeros(bp - b, int)]
+        idx = np.minimum(np.asarray(first)[pad][:, None] + np.arange(sp)[None, :], len(u) - 1)
+        out = roll(merged, jnp.asarray(np.asarray(x0)[pad]), jnp.asarray(u[idx]), c)
+        return np.asarray(out)[:b, : steps + 1]
+
+    def start_state(z):
+        return np.asarray(start(merged, jnp.asarray(z, float), c))
+
+    return simulate, start_state
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 def _consistent_start(spec, problem: TreeProblem, theta0, say) -> np.ndarray:

@@ -96,6 +96,10 @@ def simulate(spec: RigSpec, options, console):
 
 def identify(spec: RigSpec, data, out, console):
     """``physid identify``: joint state and parameter LM (rigs.models.identify_hinged)."""
+    from physid.rigs.models.identify_tree import estimator, identify_tree
+
+    if estimator(spec) == "tree":
+        return identify_tree(spec, tree_rig(spec), data, out, console)
     from physid.rigs.models.identify_hinged import identify_hinged
 
     return identify_hinged(spec, build(spec), data, out, console)
@@ -113,7 +117,7 @@ def tree_rig(spec: RigSpec):
     centre of mass; viscous b. Dry friction: SPOOK's bound μ r |λ| at the static load (the
     hinge carrying the weight, ``rigs.models.furuta.tree_rig``): f_c = μ r m g, and with
     Stribeck (4.1) f_d = μ_δ r m g at v_s = 1/√ζ."""
-    from physid.rigs.models.tree_rig import TreeRig, encoder_sensors
+    from physid.rigs.models.tree_rig import FitRig, encoder_sensors
 
     rig = build(spec)
     channels, observed, noise = encoder_sensors(spec, TREE_JOINTS, ("revolute",))
@@ -121,8 +125,8 @@ def tree_rig(spec: RigSpec):
     values.setdefault("mu_delta", 0.0)
     values.setdefault("zeta", 0.0)
     units = {**UNITS, **{k: u for k, (u, _) in OPTIONAL.items()}}
-    return TreeRig(
-        tree=_pendulum_tree(), base=None, values=values, make_params=pendulum_tree_params,
+    return FitRig(
+        tree=_pendulum_tree(), values=values, make_params=pendulum_tree_params,
         channels=channels, observed=observed, inputs=(), sensor_noise=noise,
         parameter_units=units, bodies=None,
     )  # fmt: skip
@@ -134,7 +138,7 @@ def _pendulum_tree():
     return Tree(("pendulum",), (-1,), TREE_JOINTS, (REVOLUTE,), unroll=True)
 
 
-def pendulum_tree_params(v: dict, base=None):
+def pendulum_tree_params(v: dict):
     """TreeParams of the rigid-joint pendulum from its named SI values (traceable)."""
     from physid.dynamics.tree import (
         ActuatorParams,
@@ -144,7 +148,6 @@ def pendulum_tree_params(v: dict, base=None):
         TreeParams,
     )
 
-    del base
     one = jnp.ones(1)
     l, m = v["l"], v["m"]
     load = v["r"] * m * GRAVITY
