@@ -146,7 +146,13 @@ first is fitted and each other one cross-validates the fit.
 [method] settings of the spec, all optional (docs/rig-spec.md):
   pendulum, furuta: h (s), kappa, kappa_final, max_iter, eps_g,
     eps_delta, eps_f, lm_tau, alpha_shrink, eps_fric (rad/N m s),
-    model_error, physical_consistency, max_gap (s)
+    model_error, physical_consistency, max_gap (s), estimator ("spook"
+    or "tree")
+  tree estimator (estimator = "tree", and model = "tree" rigs): h (s),
+    process_noise (N m s per step), noise_bandwidth (Hz), max_iter, eps_g,
+    eps_delta, eps_f, lm_tau, alpha_shrink, warmup_iter,
+    physical_consistency, covariance_batches, prediction_horizon (s),
+    free_run_horizon (s)
   ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
     mu_pull, max_iter
 """

@@ -44,7 +44,7 @@ from physid.spec import RigSpec
 # The [method] keys of the hinged rigs (docs/lm-estimator.md); any other is a typo.
 METHOD_KEYS = (
     "h", "kappa", "kappa_final", "eps_g", "eps_delta", "max_iter", "eps_f", "lm_tau",
-    "eps_fric", "alpha_shrink", "model_error", "physical_consistency", "max_gap",
+    "eps_fric", "alpha_shrink", "model_error", "physical_consistency", "max_gap", "estimator",
 )  # fmt: skip
 
 

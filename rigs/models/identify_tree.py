@@ -60,11 +60,22 @@ from physid.streams import Stream
 NOISE_BANDWIDTH_HZ = 10.0
 
 
+METHOD_KEYS = (
+    "estimator", "h", "process_noise", "noise_bandwidth", "max_iter", "eps_g", "eps_delta",
+    "eps_f", "lm_tau", "alpha_shrink", "warmup_iter", "physical_consistency",
+    "covariance_batches", "prediction_horizon", "free_run_horizon",
+)  # fmt: skip
+
+
 def tree_settings(spec: RigSpec) -> dict:
     """[method] settings of the tree estimator (SI): h, the process noise (None: the
     default), its bandwidth, LM tolerances and the iteration limit."""
+    from physid.rigs.models.identify_hinged import METHOD_KEYS as SPOOK_KEYS
     from physid.rigs.models.identify_hinged import _flag
 
+    # The SPOOK estimator's keys (kappa, eps_fric ...) are accepted and unused, so that a
+    # spec switches estimator by one line.
+    spec.check_keys("method", (*METHOD_KEYS, *SPOOK_KEYS))
     h = spec.method_value("h", "s", 1e-3)
     if not h > 0:
         raise spec.error("method.h", f"must be positive, got {h:g}")

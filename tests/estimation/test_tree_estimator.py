@@ -130,6 +130,7 @@ def test_dry_friction_holds_a_pendulum_exactly(pendulum_spec):
     assert abs(tail[-1]) < 0.3 * 0.9  # it did swing down and lose amplitude
 
 
+@pytest.mark.slow  # compiles the problem's linearization: minutes on a loaded core
 def test_theta_block_is_the_forward_mode_jacobian(pendulum_spec):
     """∂r/∂θ of the dynamics rows (one reverse pass over θ pushed along (q̄, v̄), plus the
     forces' and the friction bound's) equals ``jax.jacfwd`` of the weighted residuals; the
