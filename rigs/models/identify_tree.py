@@ -281,10 +281,29 @@ def _process_noise(rig, settings, c, sigma_y, h) -> np.ndarray:
 ESTIMATORS = ("tree", "spook")
 
 
+def tree_rig_of(spec: RigSpec):
+    """The ``FitRig`` of a spec: a ``model = "tree"`` rig, or the pendulum / Furuta on rigid
+    joints."""
+    if spec.model == "tree":
+        from physid.rigs.models.tree.rig import load_tree_rig
+        from physid.rigs.models.tree_rig import from_tree_rig
+
+        return from_tree_rig(load_tree_rig(spec))
+    from physid.rigs.models.kinds import kind_module
+
+    return kind_module(spec).tree_rig(spec)
+
+
 def estimator(spec: RigSpec) -> str:
-    """``[method] estimator`` of a pendulum or Furuta spec: "spook" (the paper's LM on
-    maximal coordinates, the default of these specs) or "tree" (generalized coordinates)."""
-    value = spec.method.get("estimator", "spook")
+    """``[method] estimator``: "spook" (the paper's LM on maximal coordinates, the default of
+    the pendulum and Furuta specs) or "tree" (generalized coordinates, the only one of a
+    ``model = "tree"`` rig)."""
+    default = "tree" if spec.model == "tree" else "spook"
+    value = spec.method.get("estimator", default)
+    if spec.model == "tree" and value != "tree":
+        raise spec.error(
+            "method.estimator", 'a model = "tree" rig is identified by estimator = "tree" only'
+        )
     if value not in ESTIMATORS:
         raise spec.error(
             "method.estimator", f"{value!r} is not an estimator; one of {', '.join(ESTIMATORS)}"

@@ -119,10 +119,14 @@ def check_method(spec) -> None:
         from physid.rigs.models.ellipse_drop import ipopt_settings
 
         ipopt_settings(spec)
-    elif spec.model in ("pendulum", "furuta"):
+    elif spec.model in ("pendulum", "furuta", "tree"):
         from physid.rigs.models.identify_hinged import method_settings
+        from physid.rigs.models.identify_tree import estimator, tree_settings
 
-        method_settings(spec)
+        if estimator(spec) == "tree":
+            tree_settings(spec)
+        else:
+            method_settings(spec)
 
 
 def identify_files(

@@ -14,8 +14,6 @@ __all__ = ["identify", "simulate"]
 
 def identify(spec: RigSpec, data: list[Path], out: Path, console):
     """``physid identify`` of a tree rig: every log fitted jointly (``identify_tree``)."""
-    from physid.rigs.models.identify_tree import identify_tree
-    from physid.rigs.models.tree.rig import load_tree_rig
-    from physid.rigs.models.tree_rig import from_tree_rig
+    from physid.rigs.models.identify_tree import identify_tree, tree_rig_of
 
-    return identify_tree(spec, from_tree_rig(load_tree_rig(spec)), data, out, console)
+    return identify_tree(spec, tree_rig_of(spec), data, out, console)
