@@ -60,6 +60,10 @@ def identify(spec_file: Path, log: Stream):
 
 def check(estimate, truth: dict, tolerance: dict):
     """Each parameter within its relative tolerance of the truth and within 3 std."""
+    for name, value in truth.items():  # shown with -s, and on a failure
+        p = estimate.parameters[name]
+        print(f"{name}: {p.value:.6g} (truth {value:.6g}, {(p.value - value) / value:+.3%}, "
+              f"std {p.std:.3g})")  # fmt: skip
     assert estimate.converged, estimate.status
     for name, value in truth.items():
         p = estimate.parameters[name]
