@@ -235,3 +235,48 @@ def test_seed_experiment_4_7_through_physid_identify(tmp_path):
     for name in ("J_Azz", "J_Byy"):
         value = est["parameters"][name]["value"]
         assert abs(value - truth[name]) <= 0.03 * truth[name], (name, value, truth[name])
+
+
+def _encoder_log(rig, params, theta0: float, duration: float) -> Stream:
+    """The pendulum released from rest at theta0 (rad), integrated at h/10 by the tree's
+    integrator with exact friction, sampled at 1 kHz by a 4096-count encoder."""
+    from physid.rigs.pipeline.synthetic import quantizer
+
+    fine, n = H / 10, int(round(duration / H)) + 1
+    c = jnp.array([0.0039 + 0.428 * 0.092**2])
+    q, _ = vf.rollout(
+        rig.tree, params, jnp.array([theta0]), jnp.array([0.0]), jnp.zeros((10 * (n - 1), 0)),
+        fine, c,
+    )  # fmt: skip
+    y = quantizer(4096)(np.asarray(q)[::10])
+    t = np.arange(n) * H
+    values = np.column_stack([y[:, 0], np.zeros(n)])
+    return Stream(t, values, ("theta", "u"), ("rad", "V"), np.zeros(values.shape, bool))
+
+
+@pytest.mark.slow
+def test_pendulum_friction_one_log_and_two_swings(tmp_path):
+    """Acceptance (issue 22): a pendulum with viscous and dry friction, simulated at h/10
+    with 4096-count encoders, identified at h = 1e-3 s with the spec's weights: J within
+    1 %, the Coulomb coefficient μ and the viscous b within 10 %, on one long log (20 s from
+    3 rad) and on a large (10 s from 3 rad) and a small swing (5 s from 0.5 rad) fitted
+    jointly."""
+    from physid.rigs.models.identify_tree import identify_tree_series
+
+    spec = _spec("pendulum", tmp_path)
+    rig = pendulum.tree_rig(spec)
+    params = _params(rig, **PENDULUM_TRUTH)
+    long = _encoder_log(rig, params, 3.0, 20.0)
+    large, small = _encoder_log(rig, params, 3.0, 10.0), _encoder_log(rig, params, 0.5, 5.0)
+    for logs in ([long], [large, small]):
+        series = [series_on_grid(s, rig, H, f"log {i}") for i, s in enumerate(logs)]
+        est, _ = identify_tree_series(spec, rig, series)
+        for k, v in PENDULUM_TRUTH.items():  # shown with -s, and on a failure
+            p = est.parameters[k]
+            print(
+                f"{len(logs)} log(s) {k}: {p.value:.6g} ({(p.value - v) / v:+.3%}, std {p.std:.3g})"
+            )
+        assert est.converged, est.status
+        assert abs(est.parameters["J"].value - 0.0039) <= 0.01 * 0.0039
+        for k in ("b", "mu"):
+            assert abs(est.parameters[k].value - PENDULUM_TRUTH[k]) <= 0.1 * PENDULUM_TRUTH[k], k
