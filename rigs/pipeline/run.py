@@ -243,13 +243,7 @@ def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: di
 
 
 def no_pipeline_message(rig, model: str) -> str:
-    """Why a rig of ``model`` cannot be identified from files, and what to do instead."""
-    if model == "tree":
-        return (
-            f'{rig}: tree rigs ([rig] model = "tree") are not identified by physid identify '
-            "or process yet; simulate them with physid simulate, identify them from Python "
-            "with physid.estimation.newton_euler_id (NEA, DiffNEA; docs/newton-euler.md)"
-        )
+    """Why a rig of ``model`` cannot be identified from files."""
     return f"{rig}: no pipeline for model {model!r}"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from physid.errors import InputError
 from physid.rigs.encoders.columns import check_sensors
 from physid.rigs.pipeline.experiments import ENCODER_SUFFIXES, VIDEO_SUFFIXES, Experiment
-from physid.rigs.pipeline.run import SUMMARY, no_pipeline_message, run_experiment
+from physid.rigs.pipeline.run import SUMMARY, run_experiment
 
 POSE_HEADER = ["t", "x", "y", "theta"]
 # What the output folder of an earlier identify or process run holds: it may be replaced.
@@ -91,8 +91,6 @@ def prepare(rig: str, data: list[Path], out: Path) -> Experiment:
 
     out = Path(out).resolve()
     spec = load_spec(rig)
-    if spec.model == "tree":  # simulated, not yet identified from files
-        raise InputError(no_pipeline_message(spec.path, spec.model))
     encoders, poses = sort_inputs(data)
     wrong = encoders if spec.model == "ellipse_drop" else poses
     if wrong:
