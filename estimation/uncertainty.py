@@ -161,7 +161,9 @@ def _white_meat(t_dyn, t_obs, t_init, C_dyn, C_obs) -> np.ndarray:
     """TᵀCT for residuals white in time with the per-step covariances C_dyn, C_obs (3.31)."""
     TCT = np.einsum("kmp,mn,knq->pq", t_dyn, C_dyn, t_dyn)
     TCT += np.einsum("kmp,mn,knq->pq", t_obs, C_obs, t_obs)
-    return TCT + t_init.T @ C_dyn @ t_init
+    if len(t_init):  # a problem without an initial-state block (the tree's) has no rows
+        TCT = TCT + t_init.T @ C_dyn @ t_init
+    return TCT
 
 
 def _batch_means(lin: Linearization, t_dyn, t_obs, t_init, batches: int) -> np.ndarray:

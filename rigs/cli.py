@@ -148,7 +148,12 @@ first is fitted and each other one cross-validates the fit.
     eps_delta, eps_f, lm_tau, alpha_shrink, eps_fric (rad/N m s),
     model_error, model_error_iterations, physical_consistency,
     max_gap (s), prediction_horizon (s), free_run_horizon (s), holdout,
-    covariance_batches, step_extrapolation
+    covariance_batches, step_extrapolation, estimator ("spook" or "tree")
+  tree estimator (estimator = "tree", and model = "tree" rigs): h (s),
+    process_noise (N m s per step), noise_bandwidth (Hz), max_iter, eps_g,
+    eps_delta, eps_f, lm_tau, alpha_shrink, warmup_iter,
+    physical_consistency, covariance_batches, prediction_horizon (s),
+    free_run_horizon (s)
   ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
     mu_pull, max_iter
 """

@@ -39,6 +39,8 @@ SENSOR_KEYS = {
     "encoder": ("kind", "channel", "counts_per_rev", "sign", "offset", "noise", "weight", "column"),
     "control": ("kind", "unit", "column"),
 }
+# Tree rigs (and the tree estimator) tie an encoder to a joint and an input to an actuator.
+TREE_SENSOR_KEYS = {"encoder": ("joint",), "control": ("actuator",)}
 
 
 def check_sensors(spec: RigSpec) -> None:
@@ -50,6 +52,7 @@ def check_sensors(spec: RigSpec) -> None:
         known = SENSOR_KEYS.get(table.get("kind"))
         if known is None:
             continue
+        known = (*known, *TREE_SENSOR_KEYS[table.get("kind")])
         for key in table:
             if key not in known:
                 raise spec.error(

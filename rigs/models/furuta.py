@@ -128,6 +128,116 @@ def simulate(spec: RigSpec, options, console):
 
 def identify(spec: RigSpec, data, out, console):
     """``physid identify``: joint state and parameter LM (rigs.models.identify_hinged)."""
+    from physid.rigs.models.identify_tree import estimator, identify_tree
+
+    if estimator(spec) == "tree":
+        return identify_tree(spec, tree_rig(spec), data, out, console)
     from physid.rigs.models.identify_hinged import identify_hinged
 
     return identify_hinged(spec, build(spec), data, out, console)
+
+
+# ------------------------------------------------------------------ rigid-joint tree (issue 22)
+
+TREE_JOINTS = ("theta1", "theta2")
+
+
+def tree_rig(spec: RigSpec):
+    """The same Furuta as a kinematic tree with rigid joints (generalized coordinates θ1, θ2),
+    for ``[method] estimator = "tree"``: the same bodies, frames, names and units as the
+    SPOOK model, without the hinges' compliance (eps*, tau*, r* only enter the dry
+    friction, below).
+
+    Arm A: body frame = its SPOOK frame (origin at its centre of mass, z along hinge 1), joint
+    θ1 about z through the world origin. Pendulum B: its SPOOK frame, joint θ2 about its y
+    axis through the point lA along the arm. The motor is a torque K u on θ1 with the shaft
+    inertia J_shaft as the joint's armature; b1, b2 are viscous; gravity (0, −9.82, 0) turned
+    by the tilt rotation vector (tilt_x, 0, tilt_z), as in ``make_params``.
+
+    Dry friction: SPOOK bounds a hinge's friction impulse by μ (r (|λx| + |λy| + |λz|) +
+    |λ_rot1| + |λ_rot2|), proportional to the load the hinge carries (F.4). A tree has no
+    hinge loads, so each joint's dry friction is that bound at the rig's static load:
+    f_c1 = μ1 (r1 (m_A + m_B) g + (m_A l1 + m_B lA) g) (weight and its moment on hinge 1),
+    f_c2 = μ2 r2 m_B g (hinge 2 carries B's weight). μ keeps its name and meaning at rest;
+    the swing's centripetal loads are not modelled.
+    """
+    from physid.rigs.models.tree_rig import FitRig, control_inputs, encoder_sensors
+
+    rig = build(spec)
+    tree = _furuta_tree()
+    channels, observed, noise = encoder_sensors(spec, TREE_JOINTS, ("revolute",) * 2)
+    return FitRig(
+        tree=tree, values=dict(rig.values), make_params=furuta_tree_params,
+        channels=channels, observed=observed, inputs=control_inputs(spec, ("motor",)),
+        sensor_noise=noise, parameter_units=UNITS, bodies=bodies,
+    )  # fmt: skip
+
+
+def _furuta_tree():
+    from physid.dynamics.tree import REVOLUTE, TORQUE, Tree
+
+    return Tree(
+        body_names=("arm", "pendulum"),
+        parents=(-1, 0),
+        joint_names=TREE_JOINTS,
+        joint_types=(REVOLUTE, REVOLUTE),
+        actuator_names=("motor",),
+        actuator_joints=(0,),
+        actuator_kinds=(TORQUE,),
+        unroll=True,
+    )
+
+
+def furuta_tree_params(v: dict):
+    """TreeParams of the rigid-joint Furuta from its named SI values (traceable)."""
+    from physid.dynamics.tree import (
+        ActuatorParams,
+        BodyParams,
+        DofParams,
+        JointGeometry,
+        TreeParams,
+    )
+
+    one = jnp.ones(())
+    zero = 0.0 * one
+    # SPOOK rest frames: A = rotation −π/2 about x (z up along hinge 1), B = −π/2 about z
+    # (x down the pendulum, y along the arm).
+    R_A = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])
+    R_B = jnp.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    l1, lA, l2 = v["l1"], v["lA"], v["l2"]
+    r_A = jnp.stack([l1, zero, zero])
+    r_B = jnp.stack([lA, -l2, zero])
+    g = GRAVITY
+    mA, mB = v["m_A"], v["m_B"]
+    fc1 = v["mu1"] * (v["r1"] * (mA + mB) * g + (mA * l1 + mB * lA) * g)
+    fc2 = v["mu2"] * v["r2"] * mB * g
+    J = jnp.stack(
+        [
+            jnp.diag(jnp.stack([v["J_Axx"], v["J_Ayy"], v["J_Azz"]])),
+            jnp.diag(jnp.stack([v["J_Bxx"], v["J_Byy"], v["J_Bzz"]])),
+        ]
+    )
+    two = lambda a, b: jnp.stack([jnp.asarray(a, float) * one, jnp.asarray(b, float) * one])  # noqa: E731
+    dofs = DofParams(
+        armature=two(v["J_shaft"], 0.0),
+        damping=two(v["b1"], v["b2"]),
+        frictionloss=two(fc1, fc2),
+        stribeck=two(0.0, 0.0),
+        stribeck_velocity=two(0.1, 0.1),
+        friction_velocity=two(0.0, 0.0),
+        stiffness=two(0.0, 0.0),
+        springref=two(0.0, 0.0),
+    )
+    tilt = from_rotvec(jnp.stack([v["tilt_x"], zero, v["tilt_z"]]))
+    return TreeParams(
+        bodies=BodyParams(mass=jnp.stack([mA, mB]), com=jnp.zeros((2, 3)), inertia=J),
+        joints=JointGeometry(
+            rotation=jnp.stack([R_A, R_A.T @ R_B]),
+            translation=jnp.stack([r_A, R_A.T @ (r_B - r_A)]),
+            axis=jnp.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
+            anchor=jnp.stack([R_A.T @ (-r_A), R_B.T @ (jnp.stack([lA, zero, zero]) - r_B)]),
+        ),
+        dofs=dofs,
+        actuators=ActuatorParams(gear=jnp.stack([v["K"] * one]), km=jnp.zeros(1), Rm=jnp.ones(1)),
+        gravity=rotate(tilt, jnp.array([0.0, -GRAVITY, 0.0])),
+    )

@@ -47,7 +47,7 @@ METHOD_KEYS = (
     "h", "kappa", "kappa_final", "eps_g", "eps_delta", "max_iter", "eps_f", "lm_tau",
     "eps_fric", "alpha_shrink", "model_error", "physical_consistency", "max_gap",
     "model_error_iterations", "prediction_horizon", "free_run_horizon", "holdout",
-    "covariance_batches", "step_extrapolation",
+    "covariance_batches", "step_extrapolation", "estimator",
 )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ KIND_MODULES = {
     "pendulum": "physid.rigs.models.pendulum",
     "furuta": "physid.rigs.models.furuta",
     "ellipse_drop": "physid.rigs.models.ellipse_drop",
-    "tree": "physid.rigs.models.tree.simulate",
+    "tree": "physid.rigs.models.tree.kind",
 }
 
 

@@ -96,6 +96,87 @@ def simulate(spec: RigSpec, options, console):
 
 def identify(spec: RigSpec, data, out, console):
     """``physid identify``: joint state and parameter LM (rigs.models.identify_hinged)."""
+    from physid.rigs.models.identify_tree import estimator, identify_tree
+
+    if estimator(spec) == "tree":
+        return identify_tree(spec, tree_rig(spec), data, out, console)
     from physid.rigs.models.identify_hinged import identify_hinged
 
     return identify_hinged(spec, build(spec), data, out, console)
+
+
+# ------------------------------------------------------------------ rigid-joint tree (issue 22)
+
+TREE_JOINTS = ("theta",)
+
+
+def tree_rig(spec: RigSpec):
+    """The same pendulum as a kinematic tree with a rigid joint (generalized coordinate θ),
+    for ``[method] estimator = "tree"``: one body, its frame at the centre of mass (0, −l, 0)
+    at rest, turning about z through the origin; inertia diag(J_perp, J_perp, J) about the
+    centre of mass; viscous b. Dry friction: SPOOK's bound μ r |λ| at the static load (the
+    hinge carrying the weight, ``rigs.models.furuta.tree_rig``): f_c = μ r m g, and with
+    Stribeck (4.1) f_d = μ_δ r m g at v_s = 1/√ζ."""
+    from physid.rigs.models.tree_rig import FitRig, encoder_sensors
+
+    rig = build(spec)
+    channels, observed, noise = encoder_sensors(spec, TREE_JOINTS, ("revolute",))
+    values = dict(rig.values)
+    values.setdefault("mu_delta", 0.0)
+    values.setdefault("zeta", 0.0)
+    units = {**UNITS, **{k: u for k, (u, _) in OPTIONAL.items()}}
+    return FitRig(
+        tree=_pendulum_tree(), values=values, make_params=pendulum_tree_params,
+        channels=channels, observed=observed, inputs=(), sensor_noise=noise,
+        parameter_units=units, bodies=None,
+    )  # fmt: skip
+
+
+def _pendulum_tree():
+    from physid.dynamics.tree import REVOLUTE, Tree
+
+    return Tree(("pendulum",), (-1,), TREE_JOINTS, (REVOLUTE,), unroll=True)
+
+
+def pendulum_tree_params(v: dict):
+    """TreeParams of the rigid-joint pendulum from its named SI values (traceable)."""
+    from physid.dynamics.tree import (
+        ActuatorParams,
+        BodyParams,
+        DofParams,
+        JointGeometry,
+        TreeParams,
+    )
+
+    one = jnp.ones(1)
+    l, m = v["l"], v["m"]
+    load = v["r"] * m * GRAVITY
+    zeta = jnp.asarray(v["zeta"], float)
+    vs = jnp.where(zeta > 0, 1.0 / jnp.sqrt(jnp.where(zeta > 0, zeta, 1.0)), 0.0)
+    dofs = DofParams(
+        armature=0.0 * one,
+        damping=v["b"] * one,
+        frictionloss=v["mu"] * load * one,
+        stribeck=v["mu_delta"] * load * one,
+        stribeck_velocity=vs * one,
+        friction_velocity=0.0 * one,
+        stiffness=0.0 * one,
+        springref=0.0 * one,
+    )
+    zero = 0.0 * l
+    return TreeParams(
+        bodies=BodyParams(
+            mass=m * one,
+            com=jnp.zeros((1, 3)),
+            inertia=jnp.diag(jnp.stack([v["J_perp"], v["J_perp"], v["J"]]))[None],
+        ),
+        joints=JointGeometry(
+            rotation=jnp.eye(3)[None],
+            translation=jnp.stack([zero, -l, zero])[None],
+            axis=jnp.array([[0.0, 0.0, 1.0]]),
+            anchor=jnp.stack([zero, l, zero])[None],
+        ),
+        dofs=dofs,
+        actuators=ActuatorParams(gear=jnp.zeros(0), km=jnp.zeros(0), Rm=jnp.zeros(0)),
+        gravity=jnp.array([0.0, -GRAVITY, 0.0]),
+    )

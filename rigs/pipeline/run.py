@@ -243,13 +243,7 @@ def identify_experiment(exp: Experiment, work: Path, log: StageLog, settings: di
 
 
 def no_pipeline_message(rig, model: str) -> str:
-    """Why a rig of ``model`` cannot be identified from files, and what to do instead."""
-    if model == "tree":
-        return (
-            f'{rig}: tree rigs ([rig] model = "tree") are not identified by physid identify '
-            "or process yet; simulate them with physid simulate, identify them from Python "
-            "with physid.estimation.newton_euler_id (NEA, DiffNEA; docs/newton-euler.md)"
-        )
+    """Why a rig of ``model`` cannot be identified from files."""
     return f"{rig}: no pipeline for model {model!r}"
 
 
@@ -394,8 +388,11 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         refuse_long_gaps,
         series_on_grid,
     )
+    from physid.rigs.models.identify_tree import estimator
     from physid.rigs.models.kinds import kind_module
 
+    if estimator(spec) == "tree":
+        return tree_stages(exp, spec, work, log, settings)
     if not exp.encoders:
         raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
     enable_compilation_cache()
@@ -440,6 +437,48 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         additions["camera"] = camera_info
     estimate = _with_report_series(estimate, additions)
     return Result(estimate, facts, files, warned)
+
+
+def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
+    """Tree rigs (``[rig] model = "tree"``) and pendulum / Furuta specs with ``[method]
+    estimator = "tree"``: encoder logs → joint state and parameter estimation on generalized
+    coordinates, every log fitted jointly (``rigs.models.identify_tree``)."""
+    from physid.rigs.encoders import read_log
+    from physid.rigs.models.identify_hinged import enable_compilation_cache, refuse_long_gaps
+    from physid.rigs.models.identify_tree import (
+        identify_tree_series,
+        series_on_grid,
+        tree_rig_of,
+        tree_settings,
+    )
+
+    if not exp.encoders:
+        raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
+    if exp.videos:
+        raise InputError(
+            f"{exp.name}: marker videos are fused by the SPOOK estimator only; set [method] "
+            'estimator = "spook" in the spec, or leave the video out of the experiment'
+        )
+    enable_compilation_cache()
+    rig = tree_rig_of(spec)
+    h = tree_settings(spec)["h"]
+    log.begin("encoders")
+    facts: dict = {"encoders": []}
+    series, labels = [], []
+    for path in exp.encoders:
+        stream = read_log(path, spec)
+        if settings.get("refuse_gaps"):
+            refuse_long_gaps(stream, spec, path)
+        if exp.window is not None:
+            stream = _within(stream, exp.window, path)
+        facts["encoders"].append({"file": path.name, "samples": len(stream)})
+        log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
+        series.append(series_on_grid(stream, rig, h, path))
+        labels.append(path.name)
+    log.begin("identify")
+    estimate, fits = identify_tree_series(spec, rig, series, log.print, labels)
+    estimate = _with_report_series(estimate, {"series": fit_series(rig, series[0], fits[0], None)})
+    return Result(estimate, facts, {}, [])
 
 
 # A segment of a split log shorter than this many grid steps cannot be fitted on its own
@@ -721,6 +760,7 @@ STAGES: dict[str, Callable[..., Result]] = {
     "ellipse_drop": ellipse_stages,
     "pendulum": hinged_stages,
     "furuta": hinged_stages,
+    "tree": tree_stages,
 }
 
 

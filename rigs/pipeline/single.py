@@ -14,7 +14,7 @@ from pathlib import Path
 from physid.errors import InputError
 from physid.rigs.encoders.columns import check_sensors
 from physid.rigs.pipeline.experiments import ENCODER_SUFFIXES, VIDEO_SUFFIXES, Experiment
-from physid.rigs.pipeline.run import SUMMARY, no_pipeline_message, run_experiment
+from physid.rigs.pipeline.run import SUMMARY, run_experiment
 
 POSE_HEADER = ["t", "x", "y", "theta"]
 # What the output folder of an earlier identify or process run holds: it may be replaced.
@@ -91,8 +91,6 @@ def prepare(rig: str, data: list[Path], out: Path) -> Experiment:
 
     out = Path(out).resolve()
     spec = load_spec(rig)
-    if spec.model == "tree":  # simulated, not yet identified from files
-        raise InputError(no_pipeline_message(spec.path, spec.model))
     encoders, poses = sort_inputs(data)
     wrong = encoders if spec.model == "ellipse_drop" else poses
     if wrong:
@@ -119,10 +117,14 @@ def check_method(spec) -> None:
         from physid.rigs.models.ellipse_drop import ipopt_settings
 
         ipopt_settings(spec)
-    elif spec.model in ("pendulum", "furuta"):
+    elif spec.model in ("pendulum", "furuta", "tree"):
         from physid.rigs.models.identify_hinged import method_settings
+        from physid.rigs.models.identify_tree import estimator, tree_settings
 
-        method_settings(spec)
+        if estimator(spec) == "tree":
+            tree_settings(spec)
+        else:
+            method_settings(spec)
 
 
 def identify_files(

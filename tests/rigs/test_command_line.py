@@ -133,8 +133,8 @@ def test_identify_help_documents_the_method_keys(capsys):
     status = run(["identify", "--help"])
     out = capsys.readouterr().out
     assert status == 0
-    from physid.rigs.models import ellipse_drop, identify_hinged
+    from physid.rigs.models import ellipse_drop, identify_hinged, identify_tree
 
-    keys = (*identify_hinged.METHOD_KEYS, *ellipse_drop.METHOD_KEYS)  # every key the code reads
+    keys = (*identify_hinged.METHOD_KEYS, *identify_tree.METHOD_KEYS, *ellipse_drop.METHOD_KEYS)
     for key in ("[method] settings", "[sensors.NAME] column", *keys, "docs/rig-spec.md"):
         assert key in out, key

@@ -262,14 +262,16 @@ def test_simulate_writes_log_truth_and_plot_and_reads_a_control_file(tmp_path):
     assert "no column for input 'u'" in str(result.exception)
 
 
-def test_identify_says_that_tree_rigs_are_identified_from_python(tmp_path):
+def test_identify_reads_a_tree_rigs_log(tmp_path):
+    """physid identify takes a tree spec (issue 22's estimator): the sensors' joint and
+    actuator keys are accepted, and a log too short for the step is refused by name."""
     log = tmp_path / "log.csv"
-    log.write_text("t,x,theta\n0,0,0\n0.01,0,0\n")
-    result = CliRunner().invoke(app, ["identify", "cartpole", str(log), "--out", str(tmp_path)])
+    log.write_text("t,x,theta,u\n0,0,0,0\n0.001,0,0,0\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["identify", "cartpole", str(log), "--out", str(out)])
     message = result.output + str(result.exception)
     assert result.exit_code != 0
-    # Not a complaint about the sensors' joint key: what is missing, and what to use instead.
-    assert "cartpole.toml: tree rigs" in message and "newton_euler_id" in message, message
+    assert "log.csv: 0.001 s of data is too short for h = 0.001 s" in message, message
 
 
 def test_the_readmes_tree_rig_loads_as_written(tmp_path):

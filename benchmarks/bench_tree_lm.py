@@ -1,0 +1,210 @@
+"""The generalized-coordinate LM (``[method] estimator = "tree"``) on the 13-parameter Furuta
+identification of Marklund et al., Section 4.6, next to the SPOOK LM and
+``scipy.optimize.least_squares(method="trf", jac_sparsity=…)`` (issue 22's benchmark).
+
+Data: the simulated 2 s swing-up of ``bench_lm_vs_scipy.furuta13_recording`` (SPOOK at
+h = 1e-4 s with Table G.5's hinges, 4096-count encoders, 1 kHz), the same recording for all
+three; parameters, start values and box of ``rigs.pipeline.synthetic.FURUTA_SECTION_4_6``.
+
+- tree: ``rigs.models.identify_tree`` (states (q, p) per step, d = 4), estimator h = 1e-3 s,
+  default process noise, LM to its own stop;
+- spook: the SPOOK LM of ``bench_lm_vs_scipy.furuta13_problem`` (d = 24) to its own stop;
+- scipy: TRF on the tree problem's residuals (same start, box, weights), the exact block
+  sparsity pattern, grouped finite differences, LSMR; stopped after ``--scipy-limit`` s.
+  Its time is the time to reach the tree LM's final cost (+1 %), or the limit.
+
+Compilation is excluded (one warm-up run of each before the timed ones); medians over
+``--repeats`` runs. ``--memory`` runs the tree LM alone at n = 2000, 8000 and 32000 steps
+(each in a fresh process): peak RSS and time per iteration. The last line reads
+``furuta13: tree <s> s, spook <s> s, ratio <r>``.
+
+    .venv/bin/python benchmarks/bench_tree_lm.py [--repeats 5] [--scipy-limit 120]
+        [--no-spook] [--memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import least_squares
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_lm_vs_scipy import furuta13_problem, furuta13_recording  # noqa: E402
+
+from physid.estimation.lm import levenberg_marquardt  # noqa: E402
+from physid.rigs.models.furuta import tree_rig  # noqa: E402
+from physid.rigs.models.identify_hinged import enable_compilation_cache  # noqa: E402
+from physid.rigs.models.identify_tree import (  # noqa: E402
+    build_problem,
+    lm_settings,
+    series_on_grid,
+    tree_settings,
+)
+from physid.rigs.pipeline.synthetic import FURUTA_SECTION_4_6  # noqa: E402
+from physid.spec import with_parameters  # noqa: E402
+
+
+def tree_problem(rec):
+    """(problem, X0, θ0, LMSettings, names, truth) of the tree fit of the recording."""
+    spec = with_parameters(rec.spec, FURUTA_SECTION_4_6)
+    spec = replace(spec, method={**spec.method, "estimator": "tree"})
+    rig = tree_rig(spec)
+    settings = tree_settings(spec)
+    series = series_on_grid(rec.log, rig, settings["h"], "furuta13")
+    names = list(spec.parameters)
+    problem, X0, theta0, _ = build_problem(rig, spec, names, [series], settings)
+    return problem, X0, np.clip(theta0, problem.lower, problem.upper), lm_settings(settings)
+
+
+def timed(prob, X0, theta0, settings):
+    stamps = []
+    t0 = time.perf_counter()
+    res = levenberg_marquardt(
+        prob, X0, theta0, settings, lambda i, c, a, th: stamps.append((time.perf_counter() - t0, c))
+    )
+    return res, stamps, time.perf_counter() - t0
+
+
+def run_scipy(prob, X0, theta0, limit: float):
+    """scipy's [(seconds, cost)] per residual evaluation, and its final θ (None if stopped)."""
+    n, d, p = prob.y.shape[0], prob.d, len(theta0)
+    model, args = prob.model, prob._args
+
+    @jax.jit
+    def flat(z):
+        dyn, obs, _ = model._residuals(X0 + z[: n * d].reshape(n, d), z[n * d :], args)
+        return jnp.concatenate([dyn.ravel(), obs.ravel()])
+
+    z0 = np.concatenate([np.zeros(n * d), theta0])
+    np.asarray(flat(z0))  # compile
+    md, mo = d, prob.y.shape[1]
+    k = np.arange(n - 1)[:, None, None]
+    dyn_r, dyn_c = np.broadcast_arrays(
+        k * md + np.arange(md)[None, :, None],
+        np.concatenate(
+            [k * d + np.arange(2 * d), np.broadcast_to(n * d + np.arange(p), (n - 1, 1, p))], 2
+        ),
+    )
+    k = np.arange(n)[:, None, None]
+    obs_r, obs_c = np.broadcast_arrays(
+        (n - 1) * md + k * mo + np.arange(mo)[None, :, None], k * d + np.arange(d)[None, None, :]
+    )
+    rows = np.concatenate([dyn_r.ravel(), obs_r.ravel()])
+    cols = np.concatenate([dyn_c.ravel(), obs_c.ravel()])
+    shape = ((n - 1) * md + n * mo, n * d + p)
+    pattern = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
+    lo = np.concatenate([np.full(n * d, -np.inf), prob.lower])
+    hi = np.concatenate([np.full(n * d, np.inf), prob.upper])
+    trace, t1 = [], time.perf_counter()
+
+    class TimeUp(Exception):
+        pass
+
+    def fun(z):
+        r = np.asarray(flat(z))
+        trace.append((time.perf_counter() - t1, float(r @ r)))
+        if trace[-1][0] > limit:
+            raise TimeUp
+        return r
+
+    try:
+        out = least_squares(
+            fun, z0, jac_sparsity=pattern, bounds=(lo, hi), method="trf", x_scale="jac",
+            ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=200 * (2 * d + p),
+        )  # fmt: skip
+        return trace, out.x[n * d :]
+    except TimeUp:
+        return trace, None
+
+
+def compare(repeats: int, limit: float, spook: bool) -> None:
+    enable_compilation_cache()
+    rec = furuta13_recording()
+    truth = rec.truth
+    prob, X0, theta0, settings = tree_problem(rec)
+    n, d, p = prob.y.shape[0], prob.d, len(theta0)
+    print(f"furuta13 tree: n = {n} steps, d = {d}, p = {p}, unknowns = {n * d + p}", flush=True)
+    timed(prob, X0, theta0, replace(settings, max_iter=1))  # compile
+    runs = [timed(prob, X0, theta0, settings) for _ in range(repeats)]
+    for i, (res, _, total) in enumerate(runs):
+        print(f"tree run {i + 1}: cost {res.cost:.6e}, {res.iterations} it, {total:.3f} s, "
+              f"{res.reason}", flush=True)  # fmt: skip
+    t_tree = statistics.median(t for _, _, t in runs)
+    res = runs[0][0]
+    values = res.theta * prob.scale
+    print("tree values vs truth:")
+    for k, v in zip(prob.names, values, strict=True):
+        tv = truth[k]
+        rel = f"{(v - tv) / tv:+.2%}" if tv else f"{v - tv:+.3g} (abs)"
+        print(f"  {k:7s} {v:.6g} (truth {tv:.6g}): {rel}")
+    t_spook = float("nan")
+    if spook:
+        sprob, sX0, stheta0, ssettings = furuta13_problem(rec=rec)
+        timed(sprob, sX0, stheta0, replace(ssettings, max_iter=1, warmup_iter=0))  # compile
+        sruns = [timed(sprob, sX0, stheta0, ssettings) for _ in range(repeats)]
+        for i, (r, _, total) in enumerate(sruns):
+            print(f"spook run {i + 1}: cost {r.cost:.6e}, {r.iterations} it "
+                  f"(+{r.warmup_iterations} states-only), {total:.3f} s", flush=True)  # fmt: skip
+        t_spook = statistics.median(t for _, _, t in sruns)
+    if limit > 0:
+        trace, _ = run_scipy(prob, X0, theta0, limit)
+        target = res.cost * 1.01
+        hit = next((t for t, c in trace if c <= target), None)
+        best = min(c for _, c in trace)
+        if hit is None:
+            print(f"scipy TRF: best cost {best:.6e} after {len(trace)} evaluations in "
+                  f"{trace[-1][0]:.1f} s, never reached {target:.6e}: ratio > "
+                  f"{trace[-1][0] / t_tree:.0f}x")  # fmt: skip
+        else:
+            print(f"scipy TRF: reached {target:.6e} at {hit:.1f} s: ratio {hit / t_tree:.0f}x")
+    print(f"furuta13: tree {t_tree:.3f} s, spook {t_spook:.3f} s, ratio {t_spook / t_tree:.1f}")
+
+
+def memory_one(n_steps: int) -> None:
+    rec = furuta13_recording(n_steps / 1000.0)
+    prob, X0, theta0, settings = tree_problem(rec)
+    timed(prob, X0, theta0, replace(settings, max_iter=1))
+    res, _, total = timed(prob, X0, theta0, replace(settings, max_iter=3))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"n": int(prob.y.shape[0]), "peak_rss_mb": rss,
+                      "s_per_iteration": total / max(res.iterations, 1)}))  # fmt: skip
+
+
+def memory(sizes=(2000, 8000, 32000)) -> None:
+    print("furuta13 tree LM alone, fresh process per size (peak RSS includes JAX and XLA)")
+    for n in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(n)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"n = {row['n']:6d}: peak RSS {row['peak_rss_mb']:8.0f} MB, "
+              f"{row['s_per_iteration']:.3f} s per iteration", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--scipy-limit", type=float, default=120.0)
+    ap.add_argument("--no-spook", action="store_true")
+    ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.memory_child:
+        memory_one(a.memory_child)
+    elif a.memory:
+        memory()
+    else:
+        compare(a.repeats, a.scipy_limit, not a.no_spook)

@@ -1,0 +1,597 @@
+"""``physid identify`` with ``[method] estimator = "tree"``: joint state and parameter
+estimation on generalized coordinates (docs/tree-estimator.md).
+
+Every log of the command line is fitted jointly: one parameter set, states per log, no
+dynamics row across a log boundary (Marklund et al., Section 4.5's several time series of one
+rig). The weights are the noise levels in physical units: each encoder's σ_y (rad, from the
+spec's sensor noise or its quantization) and each joint's process noise σ_w (N m s per step),
+by default the impulse per step that moves the joint by σ_y at ``noise_bandwidth`` Hz (see
+``default_process_noise``). No κ.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from physid.dynamics.tree import REVOLUTE
+from physid.errors import InputError
+from physid.estimation.consistency import inertia_lmi, nearest_consistent
+from physid.estimation.estimate import Estimate
+from physid.estimation.flags import (
+    bound_flags,
+    flag_parameters,
+    unexcited_by_parameter,
+    unexcited_directions,
+)
+from physid.estimation.initialize import resample, smooth_angles
+from physid.estimation.lm import LMSettings, levenberg_marquardt
+from physid.estimation.prediction import (
+    Channel,
+    InitialState,
+    Observations,
+    free_run,
+    k_step_ahead,
+)
+from physid.estimation.tree_problem import TreeProblem, TreeStructure, compiled
+from physid.estimation.uncertainty import parameter_covariance
+from physid.estimation.validation import validation
+from physid.rigs.models.identify_hinged import (
+    BATCHES,
+    _prediction_line,
+    _status_line,
+    fit_status,
+    parameter_bounds,
+)
+from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
+from physid.spec import RigSpec
+from physid.streams import Stream
+
+# The default process noise moves a joint by its encoder noise at this frequency (Hz): the
+# cutoff of the initial filter (Section 4.4). Above it the angles are noise, and a torque error
+# that only shows there cannot be told from noise.
+NOISE_BANDWIDTH_HZ = 10.0
+
+
+METHOD_KEYS = (
+    "estimator", "h", "process_noise", "noise_bandwidth", "max_iter", "eps_g", "eps_delta",
+    "eps_f", "lm_tau", "alpha_shrink", "warmup_iter", "physical_consistency",
+    "covariance_batches", "prediction_horizon", "free_run_horizon",
+)  # fmt: skip
+
+
+def tree_settings(spec: RigSpec) -> dict:
+    """[method] settings of the tree estimator (SI): h, the process noise (None: the
+    default), its bandwidth, LM tolerances and the iteration limit."""
+    from physid.rigs.models.identify_hinged import METHOD_KEYS as SPOOK_KEYS
+    from physid.rigs.models.identify_hinged import _flag
+
+    # The SPOOK estimator's keys (kappa, eps_fric ...) are accepted and unused, so that a
+    # spec switches estimator by one line.
+    spec.check_keys("method", (*METHOD_KEYS, *SPOOK_KEYS))
+    h = spec.method_value("h", "s", 1e-3)
+    if not h > 0:
+        raise spec.error("method.h", f"must be positive, got {h:g}")
+    bandwidth = spec.method_value("noise_bandwidth", "Hz", NOISE_BANDWIDTH_HZ)
+    if not bandwidth > 0:
+        raise spec.error("method.noise_bandwidth", f"must be positive, got {bandwidth:g}")
+    return {
+        "h": h,
+        "process_noise": _process_noise_setting(spec),
+        "noise_bandwidth": bandwidth,
+        "eps_g": spec.method_value("eps_g", "1", LMSettings.eps_g),
+        "eps_delta": spec.method_value("eps_delta", "1", LMSettings.eps_delta),
+        "eps_f": spec.method_value("eps_f", "1", LMSettings.eps_f),
+        "max_iter": int(spec.method_value("max_iter", "1", LMSettings.max_iter)),
+        "lm_tau": spec.method_value("lm_tau", "1", 1e-8),
+        "alpha_shrink": spec.method_value("alpha_shrink", "1", 0.1),
+        "warmup_iter": int(spec.method_value("warmup_iter", "1", 0)),
+        "physical_consistency": _flag(spec, "physical_consistency", True),
+        "covariance_batches": int(spec.method_value("covariance_batches", "1", BATCHES)),
+        "prediction_horizon": spec.method_value("prediction_horizon", "s", PREDICTION_HORIZON),
+        "free_run_horizon": spec.method_value("free_run_horizon", "s", FREE_RUN_HORIZON),
+    }
+
+
+def _process_noise_setting(spec: RigSpec):
+    """``[method] process_noise``: one value for every joint, or a table by joint name, in
+    N m s (N s for a prismatic joint) per step; None when absent (the default)."""
+    raw = spec.method.get("process_noise")
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and "value" not in raw:
+        return {k: spec.section_value("method", f"process_noise.{k}", "N m s") for k in raw}
+    return spec.method_value("process_noise", "N m s", 0.0)
+
+
+def lm_settings(settings: dict) -> LMSettings:
+    return LMSettings(
+        eps_g=settings["eps_g"],
+        eps_delta=settings["eps_delta"],
+        max_iter=settings["max_iter"],
+        tau=settings["lm_tau"],
+        eps_f=settings["eps_f"],
+        alpha_shrink=settings["alpha_shrink"],
+        warmup_iter=settings["warmup_iter"],
+    )
+
+
+# ------------------------------------------------------------------ data on the grid
+
+
+def series_on_grid(stream: Stream, rig, h: float, path) -> dict:
+    """One log on the estimator grid t_0 + k h: observations y[n, k] (the sample nearest each
+    grid point within h/2, else weight 0), filtered angles for the initial states, and the
+    inputs u[n−1, n_act] held from the last sample at or before each step. A log with a
+    non-zero input for a rig without actuators is refused."""
+    for c in rig.channels:
+        if c not in stream.channels:
+            raise InputError(
+                f"{path}: no channel {c!r} for the rig's encoder (has {', '.join(stream.channels)})"
+            )
+    t = np.asarray(stream.t, float)
+    cols = [stream.channels.index(c) for c in rig.channels]
+    angles = np.asarray(stream.values[:, cols], float)
+    missing = np.asarray(stream.missing[:, cols], bool) | ~np.isfinite(angles)
+    n = int(np.floor((t[-1] - t[0]) / h + 1e-9)) + 1
+    if n < 3:
+        raise InputError(f"{path}: {t[-1] - t[0]:.3g} s of data is too short for h = {h:g} s")
+    grid = t[0] + h * np.arange(n)
+    idx = np.clip(np.searchsorted(t, grid), 1, len(t) - 1)
+    idx = np.where(np.abs(t[idx - 1] - grid) <= np.abs(t[idx] - grid), idx - 1, idx)
+    near = np.abs(t[idx] - grid) <= 0.5 * h + 1e-12
+    present = near[:, None] & ~missing[idx]
+    filled = angles.copy()
+    for i in range(angles.shape[1]):
+        ok = ~missing[:, i]
+        if ok.sum() < 2:
+            raise InputError(f"{path}: channel {rig.channels[i]!r} has fewer than two samples")
+        filled[:, i] = np.interp(t, t[ok], angles[ok, i])
+    smooth = resample(t, smooth_angles(t, np.unwrap(filled, axis=0)), grid)
+    hold = np.clip(np.searchsorted(t, grid[:-1], side="right") - 1, 0, len(t) - 1)
+    u = np.zeros((n - 1, len(rig.inputs)))
+    for k, column in enumerate(rig.inputs):
+        if column not in stream.channels:
+            raise InputError(
+                f"{path}: no input column {column!r} for actuator "
+                f"{rig.tree.actuator_names[k]!r} (has {', '.join(stream.channels)})"
+            )
+        values = np.nan_to_num(np.asarray(stream.values[:, stream.channels.index(column)], float))
+        u[:, k] = values[hold]
+    if not rig.inputs and "u" in stream.channels:
+        values = np.nan_to_num(np.asarray(stream.values[:, stream.channels.index("u")], float))
+        if np.any(values != 0):
+            first = int(np.flatnonzero(values)[0])
+            raise InputError(
+                f"{path}: column 'u' is {values[first]:g} at t = {t[first]:.6g} s, but the rig "
+                "has no actuator to take an input; describe the actuator in the rig (or log "
+                "u = 0 for an undriven rig)"
+            )
+    y = np.where(present, angles[idx], 0.0)
+    return {"grid": grid, "y": y, "present": present, "init": smooth, "u": u}
+
+
+# ------------------------------------------------------------------ the problem
+
+
+def default_process_noise(c: np.ndarray, sigma_y: float, h: float, bandwidth: float):
+    """σ_w [n] (N m s per step): the impulse per step h of the torque c (2π f)² σ_y that moves
+    a joint of inertia c (its diagonal of M) by the encoder noise σ_y at f = ``bandwidth``."""
+    return (2 * np.pi * bandwidth) ** 2 * np.asarray(c) * sigma_y * h
+
+
+def parameter_scale(spec: RigSpec, names) -> np.ndarray:
+    from physid.rigs.models.identify_hinged import parameter_scale as scale
+
+    return scale(spec, names)
+
+
+def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None):
+    """The ``TreeProblem`` of the logs ``series_list`` (one chain, segments per log), its
+    initial states, θ0, and what the weights were made of (dict)."""
+    names = tuple(names)
+    h = settings["h"]
+    vals = dict(rig.values)
+    vals.update(values or {})
+    ps = spec.parameters
+    scale = parameter_scale(spec, names) if names else np.zeros(0)
+    lower = np.array([ps[k].lower for k in names]) / scale if names else np.zeros(0)
+    upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
+    theta0 = np.array([vals[k] for k in names]) / scale if names else np.zeros(0)
+    structure = TreeStructure(rig.tree, rig.make_params, names, float(h), rig.observed)
+    q0 = np.concatenate([_initial_positions(rig, s) for s in series_list])
+    starts = np.zeros(len(q0), bool)
+    starts[np.cumsum([0] + [len(s["grid"]) for s in series_list[:-1]])] = True
+    c = joint_inertia(structure, vals, q0)
+    sigma_y = float(np.min(rig.sensor_noise))
+    sigma_w = _process_noise(rig, settings, c, sigma_y, h)
+    wd = np.tile(np.sqrt(2.0) / np.concatenate([sigma_w, sigma_w]), (len(q0) - 1, 1))
+    wd[starts[1:]] = 0.0  # no dynamics across a log boundary
+    y = np.concatenate([s["y"] for s in series_list])
+    wo = np.concatenate([s["present"] for s in series_list]) / rig.sensor_noise[None, :]
+    u = np.concatenate(
+        [np.concatenate([s["u"], np.zeros((1, s["u"].shape[1]))]) for s in series_list]
+    )[:-1]
+    lmi = None
+    if rig.bodies is not None and names and settings["physical_consistency"]:
+        try:
+            lmi = inertia_lmi(rig.bodies, vals, names, scale, theta0)
+        except ValueError:
+            lmi = None  # a free mass or centre of mass: P is not affine in θ (not enforced)
+    fixed = {k: v for k, v in vals.items() if k not in names}
+    problem = TreeProblem(structure, fixed, scale, lower, upper, y, wo, u, wd, c, lmi)
+    X0 = problem.initial_states(q0, np.clip(theta0, lower, upper), starts)
+    info = {
+        "process_noise": dict(zip(rig.tree.dof_names, sigma_w.tolist(), strict=True)),
+        "process_noise_default": settings["process_noise"] is None,
+        "sensor_noise": dict(zip(rig.channels, rig.sensor_noise.tolist(), strict=True)),
+        "natural_map_inertia": dict(zip(rig.tree.dof_names, c.tolist(), strict=True)),
+        "segments": [int(len(s["grid"])) for s in series_list],
+    }
+    return problem, X0, theta0, info
+
+
+def joint_inertia(structure: TreeStructure, values: dict, q: np.ndarray) -> np.ndarray:
+    """Median over the positions q [N, n] of each joint's diagonal of M at ``values`` (kg m²
+    or kg): the natural map's inertia and the scale of the default process noise."""
+    import jax.numpy as jnp
+
+    args = {"values": {k: jnp.asarray(float(v)) for k, v in values.items()},
+            "scale": jnp.ones(len(structure.names))}  # fmt: skip
+    theta = jnp.asarray([float(values[k]) for k in structure.names])
+    return np.asarray(compiled(structure).joint_inertia(jnp.asarray(q, float), theta, args))
+
+
+def _initial_positions(rig, series: dict) -> np.ndarray:
+    """q [n, n_dof] of a log: the filtered angles for observed joints, 0 for the others."""
+    q = np.zeros((len(series["grid"]), rig.tree.n_dof))
+    for i, j in enumerate(rig.observed):
+        q[:, j] = series["init"][:, i]
+    return q
+
+
+def _process_noise(rig, settings, c, sigma_y, h) -> np.ndarray:
+    given = settings["process_noise"]
+    if given is None:
+        return default_process_noise(c, sigma_y, h, settings["noise_bandwidth"])
+    if isinstance(given, dict):
+        names = rig.tree.dof_names
+        unknown = set(given) - set(names)
+        if unknown:
+            raise InputError(
+                f"[method] process_noise names {sorted(unknown)}, not joints of the rig; "
+                f"joints: {', '.join(names)}"
+            )
+        default = default_process_noise(c, sigma_y, h, settings["noise_bandwidth"])
+        return np.array([given.get(k, default[j]) for j, k in enumerate(names)])
+    if not given > 0:
+        raise InputError(f"[method] process_noise must be positive, got {given:g}")
+    return np.full(rig.tree.n_dof, float(given))
+
+
+# ------------------------------------------------------------------ identify
+
+ESTIMATORS = ("tree", "spook")
+
+
+def tree_rig_of(spec: RigSpec):
+    """The ``FitRig`` of a spec: a ``model = "tree"`` rig, or the pendulum / Furuta on rigid
+    joints."""
+    if spec.model == "tree":
+        from physid.rigs.models.tree.rig import load_tree_rig
+        from physid.rigs.models.tree_rig import from_tree_rig
+
+        return from_tree_rig(load_tree_rig(spec))
+    from physid.rigs.models.kinds import kind_module
+
+    return kind_module(spec).tree_rig(spec)
+
+
+def estimator(spec: RigSpec) -> str:
+    """``[method] estimator``: "spook" (the paper's LM on maximal coordinates, the default of
+    the pendulum and Furuta specs) or "tree" (generalized coordinates, the only one of a
+    ``model = "tree"`` rig)."""
+    default = "tree" if spec.model == "tree" else "spook"
+    value = spec.method.get("estimator", default)
+    if spec.model == "tree" and value != "tree":
+        raise spec.error(
+            "method.estimator", 'a model = "tree" rig is identified by estimator = "tree" only'
+        )
+    if value not in ESTIMATORS:
+        raise spec.error(
+            "method.estimator", f"{value!r} is not an estimator; one of {', '.join(ESTIMATORS)}"
+        )
+    return str(value)
+
+
+def identify_tree_series(
+    spec: RigSpec,
+    rig,
+    series_list: list[dict],
+    progress: Callable[[str], None] | None = None,
+    labels: list[str] | None = None,
+) -> tuple[Estimate, list[dict]]:
+    """Identify ``spec.parameters`` from every series jointly. No file I/O. Returns the
+    ``Estimate`` (with its fit status, parameter flags, prediction checks and verdict) and
+    per series a dict with ``grid`` (s), fitted ``angles[n, k]``, ``states`` and ``cost``
+    (weighted squared residual per step of that series)."""
+    say = progress or (lambda _line: None)
+    settings = tree_settings(spec)
+    names = list(spec.parameters)
+    labels = labels or [f"series {i}" for i in range(len(series_list))]
+    start = time.perf_counter()
+    problem, X0, theta0, info = build_problem(rig, spec, names, series_list, settings)
+    n_total = len(problem.y)
+    say(
+        f"identifying {', '.join(names)} from {len(series_list)} log(s), {n_total} steps of "
+        f"{settings['h']:g} s"
+    )
+    kind = "default" if info["process_noise_default"] else "[method] process_noise"
+    say(
+        f"  process noise σ_w per step ({kind}): "
+        + ", ".join(f"{k} {v:.3g} N m s" for k, v in info["process_noise"].items())
+        + "; encoder noise "
+        + ", ".join(f"{k} {v:.3g} rad" for k, v in info["sensor_noise"].items())
+    )
+    theta0 = _consistent_start(spec, problem, theta0, say)
+    res = fit(problem, X0, theta0, settings, names, n_total, say)
+    values = res.theta * problem.scale
+    say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
+    cov = fitted_covariance(problem, res, settings["covariance_batches"])
+    white = fitted_covariance(problem, res)
+    status = fit_status(problem, res, white)
+    say(f"  {_status_line(status)}")
+    directions = unexcited_directions(names, cov.directions, cov.singular_values)
+    parameters = flag_parameters(
+        names, values, cov.std, rig.parameter_units, status,
+        magnitude=np.maximum(np.abs(values), np.abs(problem.scale)),
+        at_bound=parameter_bounds(problem, res.theta),
+        unexcited=unexcited_by_parameter(directions),
+    )  # fmt: skip
+    fits = _segment_fits(problem, res, series_list)
+    fitted = {k: float(values[i]) for i, k in enumerate(names)}
+    predictions, origins = [], []
+    for label, s, f in zip(labels, series_list, fits, strict=True):
+        more = predict(rig, fitted, s, f["states"], settings, label, problem.c)
+        predictions += more
+        origins += [float(s["grid"][0])] * len(more)
+    for p in predictions:
+        say(f"  {_prediction_line(p)}")
+    covers = (
+        "The std is linearized (Marklund et al. (3.31)) with the residuals' own covariance and "
+        f"batch means over {settings['covariance_batches']} blocks of the record; it does not "
+        f"cover the discretization error of h = {settings['h']:g} s, errors of the fixed "
+        "values or of the model's form."
+    )
+    checked = validation(status, predictions, parameters, None, covers)
+    say(f"verdict: {checked['summary']}")
+    estimate = Estimate(
+        rig=spec.name,
+        solver=(
+            "levenberg-marquardt on generalized coordinates (forced discrete Euler–Lagrange "
+            "residuals, exact dry friction, banded arrow solve)"
+        ),
+        parameters=parameters,
+        cost=res.cost / n_total,
+        iterations=res.iterations,
+        converged=status.converged,
+        history=[c / n_total for c in res.history],
+        settings={
+            **{k: v for k, v in settings.items() if k != "process_noise"},
+            "estimator": "tree",
+            "logs": list(labels),
+            "process_noise": info["process_noise"],
+            "process_noise_default": info["process_noise_default"],
+            "sensor_noise": info["sensor_noise"],
+        },
+        covariance=cov.cov.tolist(),
+        identifiability={
+            "singular_values": cov.singular_values.tolist(),
+            "directions": cov.directions.tolist(),
+            "unexcited_directions": cov.unexcited,
+            "unexcited": directions,
+            "relative_to": "max(|value|, |initial|) per parameter",
+        },
+        extra={
+            "stop_reason": res.reason,
+            "warmup_iterations": res.warmup_iterations,
+            "natural_map_inertia": info["natural_map_inertia"],
+            "segments": info["segments"],
+            "costs_per_log": [f["cost"] for f in fits],
+            "consistency": _consistency_report(problem, res, cov),
+            "std_linearized_white": dict(zip(names, white.std.tolist(), strict=True)),
+            "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
+        },
+        status=status.to_dict(),
+        validation=checked,
+    )
+    return estimate, fits
+
+
+def fit(problem: TreeProblem, X0, theta0, settings: dict, names, n_total: int, say):
+    """The LM run (``estimation.lm``) with one progress line per iteration."""
+    scale = problem.scale
+
+    def on_iteration(it, cost, alpha, theta):
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in zip(names, theta * scale, strict=True))
+        say(f"  iteration {it:3d}  cost/step {cost / n_total:.4e}  α {alpha:.2e}  {shown}")
+
+    return levenberg_marquardt(problem, X0, theta0, lm_settings(settings), on_iteration)
+
+
+def _segment_fits(problem: TreeProblem, res, series_list) -> list[dict]:
+    fits, offset = [], 0
+    X = np.asarray(res.X)
+    n = problem.structure.n
+    observed = list(problem.structure.observed)
+    dyn, obs, _ = problem.residuals(res.X, res.theta)
+    for s in series_list:
+        m = len(s["grid"])
+        cost = float(np.sum(obs[offset : offset + m] ** 2))
+        cost += float(np.sum(dyn[offset : offset + m - 1] ** 2))
+        states = X[offset : offset + m]
+        fits.append(
+            {"grid": s["grid"], "angles": states[:, :n][:, observed], "states": states,
+             "cost": cost / m}
+        )  # fmt: skip
+        offset += m
+    return fits
+
+
+def fitted_covariance(problem: TreeProblem, result, batches: int | None = None):
+    """(3.31) at the solution, conditional on the box bounds and the consistency faces it
+    lies on (as ``identify_hinged.fitted_covariance``)."""
+    bounds = bound_flags(result.theta, problem.lower, problem.upper, np.ones(len(result.theta)))
+    lmi, values = problem.consistency, result.theta * problem.scale
+    if lmi is None:
+        return parameter_covariance(result.lin, problem.scale, values, bounds, batches=batches)
+    rows = lmi.active_rows(result.theta)
+    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows, batches=batches)
+    return replace(cov, on_consistency_face=lmi.on_face(result.theta))
+
+
+# ------------------------------------------------------------------ prediction checks
+
+
+def channels(rig) -> tuple[Channel, ...]:
+    """The encoder channels for the prediction checks (angles wrap at a turn)."""
+    wraps = [rig.tree.joint_types[rig.tree.dof_bodies[j]] == REVOLUTE for j in rig.observed]
+    return tuple(
+        Channel(c, "rad" if w else "m", float(s), 2 * np.pi if w else None)
+        for c, s, w in zip(rig.channels, rig.sensor_noise, wraps, strict=True)
+    )
+
+
+def predict(rig, values: dict, series: dict, states, settings: dict, label: str, c) -> list:
+    """k-step-ahead and free-run checks (``estimation.prediction``) of the rig with the SI
+    ``values`` on ``series``, from the estimated states [n, 2 n_dof] (``c``: the natural
+    map's inertia per joint, as in the fit): the identified model
+    simulated by the integrator the estimator's residual is the equation of
+    (``variational_friction.rollout``), with the recorded inputs."""
+    h = settings["h"]
+    chans = channels(rig)
+    obs = Observations(series["grid"], series["y"], series["present"])
+    n = len(obs.t)
+    k = max(1, min(int(round(settings.get("prediction_horizon", PREDICTION_HORIZON) / h)), n - 1))
+    sim, start_state = simulator(rig, values, h, series["u"], c)
+    states = np.asarray(states)
+    ahead = k_step_ahead(sim, lambda steps: states[steps], obs, chans, k, label)
+    horizon = int(round(settings.get("free_run_horizon", FREE_RUN_HORIZON) / h))
+    q01 = states[:2, : rig.tree.n_dof].reshape(-1)
+    initial = InitialState(q01, start_state, step=1e-7)
+    free = free_run(sim, initial, obs, chans, 2 * k, label, horizon)
+    return [ahead, free]
+
+
+@functools.lru_cache(maxsize=8)
+def _rollout(tree, make_params, observed: tuple, h: float):
+    """Jitted batched rollout: (values, x0[B, 2n], u[B, steps, n_act], c) → q_obs[B, steps+1]."""
+    from physid.dynamics import variational_friction as vf
+
+    n, obs = tree.n_dof, np.asarray(observed, int)
+
+    def one(values, x0, u, c):
+        params = make_params(values)
+
+        def step(x, uk):
+            q1, p1 = vf.step(tree, params, x[:n], x[n:], uk, h, c)
+            x1 = jnp.concatenate([q1, p1])
+            return x1, x1
+
+        _, xs = jax.lax.scan(step, x0, u)
+        return jnp.concatenate([x0[None], xs])[:, obs]
+
+    def start(values, z, c):
+        """(q₀, p₀) from the positions of the first two steps: p₀ = −D₁L_d − (h/2) F."""
+        params = make_params(values)
+        q0, q1 = z[:n], z[n:]
+        D1, _ = vf.slot_derivatives(tree, params, q0, q1, h)
+        force = vf.smooth_forces(tree, params, (q1 - q0) / h, jnp.zeros(len(tree.actuator_names)))
+        return jnp.concatenate([q0, -D1 - 0.5 * h * force])
+
+    batched = jax.vmap(one, in_axes=(None, 0, 0, None))
+    return jax.jit(batched), jax.jit(jax.vmap(start, in_axes=(None, 0, None)))
+
+
+def simulator(rig, values: dict, h: float, u: np.ndarray, c):
+    """The ``estimation.prediction.Simulate`` of the rig with the SI ``values`` and the inputs
+    u[n−1, n_act] of a series, and the map from the first two steps' positions to a state."""
+    merged = {k: jnp.asarray(float(v)) for k, v in {**rig.values, **values}.items()}
+    roll, start = _rollout(rig.tree, rig.make_params, tuple(rig.observed), float(h))
+    c = jnp.asarray(c, float)
+    u = np.asarray(u, float).reshape(len(u), -1)
+    u = np.concatenate([u, np.repeat(u[-1:] if len(u) else np.zeros((1, u.shape[1])), 2, 0)])
+
+    def simulate(x0, first, steps):
+        b = len(first)
+        # Batch and length padded to powers of two: the checks of one fit share a handful of
+        # compiled shapes; the padded steps run past the record with the last input.
+        bp, sp = _pow2(b), _pow2(steps)
+        pad = np.r_[np.arange(b), np.zeros(bp - b, int)]
+        idx = np.minimum(np.asarray(first)[pad][:, None] + np.arange(sp)[None, :], len(u) - 1)
+        out = roll(merged, jnp.asarray(np.asarray(x0)[pad]), jnp.asarray(u[idx]), c)
+        return np.asarray(out)[:b, : steps + 1]
+
+    def start_state(z):
+        return np.asarray(start(merged, jnp.asarray(z, float), c))
+
+    return simulate, start_state
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _consistent_start(spec, problem: TreeProblem, theta0, say) -> np.ndarray:
+    lmi, theta0 = problem.consistency, np.clip(theta0, problem.lower, problem.upper)
+    if lmi is None or lmi.feasible(theta0):
+        return theta0
+    try:
+        start = nearest_consistent(theta0, problem.lower, problem.upper, lmi)
+    except ValueError:
+        raise InputError(
+            f"{spec.path}: {lmi.describe_violation(theta0, problem.scale)}, and no values of "
+            f"{', '.join(problem.names)} within their bounds make it one: check the [fixed] "
+            "inertias (each principal moment must be at most the sum of the other two)"
+        ) from None
+    say(f"  initial values: {lmi.describe_violation(theta0, problem.scale)}; moved to the nearest")
+    return start
+
+
+def _consistency_report(problem: TreeProblem, result, cov) -> dict:
+    lmi = problem.consistency
+    if lmi is None:
+        return {"enforced": False}
+    return {
+        "enforced": True,
+        "method": "pseudo-inertia ⪰ 0 per body (Wensing et al. 2017), cvxpy",
+        "bodies": list(lmi.labels),
+        "min_eigenvalue": lmi.min_eigenvalues(result.theta).tolist(),
+        "on_boundary": list(cov.on_consistency_face),
+    }
+
+
+def identify_tree(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
+    """``physid identify`` with the tree estimator: read the logs, fit them jointly, write
+    estimate.json and fit.png."""
+    from physid.rigs.encoders import read_log
+    from physid.rigs.models.identify_hinged import _plot, enable_compilation_cache
+
+    enable_compilation_cache()
+    h = tree_settings(spec)["h"]
+    series = [series_on_grid(read_log(p, spec), rig, h, p) for p in data]
+    estimate, fits = identify_tree_series(
+        spec, rig, series, progress=console.print, labels=[str(p) for p in data]
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _plot(out / "fit.png", series[0], fits[0]["angles"], rig.channels, spec.name)
+    estimate.write(out / "estimate.json")
+    return estimate
