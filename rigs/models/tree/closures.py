@@ -23,19 +23,24 @@ orientation, and three of them give rank-deficient rows (docs/variational.md, eq
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
-from physid.dynamics.tree import WORLD
+from physid.dynamics.tree import WORLD, TreeParams
 from physid.dynamics.variational.constrained import (
     BODY_FRAME,
     WORLD_FRAME,
     ClosedTree,
     PointClosure,
     PointLoad,
+    constraint_jacobian,
 )
-from physid.rigs.models.tree.model import TreeError
+from physid.rigs.models.tree.model import TreeError, TreeModel, build_model
+from physid.rigs.models.tree.toml_tree import read_toml_tree
+from physid.spec import RigSpec
 from physid.units import UnitError, parse_unit, to_si
 
 
@@ -157,3 +162,80 @@ def check_closure_rank(system: ClosedTree, jacobian: np.ndarray, source: str) ->
             f"{rank} at the start configuration; remove the dependent ones (a direction, w = 0, "
             "instead of a point constrains the orientation only) or add free_axis"
         )
+
+
+# --- a closed tree rig from a spec -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClosedTreeRig:
+    """A tree spec with closures and loads: the model (``system``, ``params`` in SI, the
+    spec's own values), the tree's value names (``model``) and the stiffness groups of
+    ``[groups]`` (NAME = [joints]: one stiffness shared by those joints)."""
+
+    spec: RigSpec
+    model: TreeModel
+    system: ClosedTree
+    params: TreeParams
+    groups: dict[str, tuple[int, ...]]  # group name -> dof indices (q order)
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return tuple(self.groups)
+
+    def group_matrix(self) -> np.ndarray:
+        """G [n_dof, n_groups]: 1 where a dof's stiffness is its group's value."""
+        G = np.zeros((self.system.n_dof, len(self.groups)))
+        for j, dofs in enumerate(self.groups.values()):
+            G[list(dofs), j] = 1.0
+        return G
+
+    def with_stiffness(self, kappa):
+        """``params`` with each group's joints at stiffness ``kappa[j]`` (N m/rad or N/m; may be
+        a JAX tracer: differentiable)."""
+        G = jnp.asarray(self.group_matrix())
+        held = 1.0 - jnp.sum(G, axis=1)
+        d = self.params.dofs
+        stiffness = held * d.stiffness + G @ jnp.asarray(kappa)
+        return replace(self.params, dofs=replace(d, stiffness=stiffness))
+
+
+def load_closed_tree(spec: RigSpec, load_keys=()) -> ClosedTreeRig:
+    """The closed tree of a spec with ``[tree]``, ``[closures.*]``, ``[loads.*]`` and
+    ``[groups]`` tables. Bodies of zero mass and zero inertia are frames (the massless link
+    between the two joints of a corner); other bodies must be physical. Errors name the file
+    and the table; ``load_keys`` are keys of ``[loads.*]`` the caller reads itself."""
+    src = str(spec.path)
+    model = build_model(read_toml_tree(spec, {}))
+    tree, params = model.tree, model.params
+    for i, name in enumerate(tree.body_names):
+        mass = float(params.bodies.mass[i])
+        inertia = np.asarray(params.bodies.inertia[i])
+        if mass == 0.0 and not np.any(inertia):
+            continue
+        moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+        if not mass > 0 or moments[0] < -1e-12 * max(abs(moments[-1]), 1e-300):
+            raise TreeError(
+                f"{src}: [tree.bodies.{name}] mass {mass:g} kg and principal moments "
+                f"{moments} kg m²: a body needs a positive mass and inertia (or zero mass and "
+                "zero inertia for a massless frame)"
+            )
+    bodies = tree.body_names
+    closures = read_closures(spec.sections.get("closures", {}), bodies, src)
+    loads = read_loads(spec.sections.get("loads", {}), bodies, src, load_keys)
+    system = ClosedTree(tree, closures, loads)
+    check_closure_rank(system, constraint_jacobian(system, params, jnp.zeros(tree.n_dof)), src)
+    groups = {}
+    dof_names = tree.dof_names
+    for name, joints in spec.sections.get("groups", {}).items():
+        where = f"{src}: [groups] {name}"
+        if not isinstance(joints, list) or not joints:
+            raise TreeError(f'{where}: expected a list of joint names, e.g. ["theta1", "theta2"]')
+        missing = [j for j in joints if j not in dof_names]
+        if missing:
+            raise TreeError(f"{where}: {missing} are not joints of the tree; joints: {dof_names}")
+        taken = [j for j in joints if any(dof_names.index(j) in g for g in groups.values())]
+        if taken:
+            raise TreeError(f"{where}: {taken} are already in another group")
+        groups[name] = tuple(dof_names.index(j) for j in joints)
+    return ClosedTreeRig(spec, model, system, params, groups)
