@@ -4,7 +4,11 @@ B_k, eqs. 6–8) and its transpose against central differences, and the discrete
 Lemma 1 against forward mode and central differences.
 
 One small loop (3 hinges, 2 closure rows, 1 degree of freedom) keeps the compilations cheap;
-the hexagon of the draft is tested in test_hexagon_loop.py (slow)."""
+the hexagon of the draft is tested in test_hexagon_loop.py (slow).
+
+All ``slow``: even this loop's constrained Newton step, its implicit-function JVP and the
+adjoint scan take several compilations of tens of seconds each (measured: 261 s of CPU for
+the first four tests on the shared machine), far over the default run's budget."""
 
 from dataclasses import replace
 
@@ -24,6 +28,8 @@ from physid.dynamics.tree import (
 )
 from physid.dynamics.variational import adjoint, constrained
 from physid.dynamics.variational.constrained import ClosedTree, PointClosure, PointLoad
+
+pytestmark = pytest.mark.slow
 
 LENGTHS = (0.2, 0.4, 0.3)
 MASS = 0.1
