@@ -14,8 +14,8 @@ parameter vector θ (stiffnesses, say). The cost is
 with A_k = ∂x_{k+1}/∂x_k and B_k = ∂x_{k+1}/∂θ of eq. 6. Here λ_{k+1} A_k and λ_{k+1} B_k
 are row vector–matrix products taken without forming A_k or B_k: ``constrained.step_vjp``
 does one transposed KKT solve per step at the stored solution (no Newton iterations in the
-backward pass). The covector is called ``lam`` in the code only where it is the adjoint; the
-constraint multipliers are ``mult``.
+backward pass). In this module the adjoint covector is ``lam_q``, ``lam_p`` and the
+constraint multipliers of the steps are ``mult`` (``constrained`` calls those ``lam``).
 
 Cost: one rollout, then one backward scan of N transposed solves, independent of the number
 of parameters — against one tangent rollout per parameter for forward sensitivities.
