@@ -26,7 +26,7 @@ discrete Euler–Lagrange equations in this position–momentum form (eq. 5) are
 ``step_residual`` writes both rows as one residual of (x_k, x_{k+1}): it couples only two
 consecutive states, which is what keeps a joint state and parameter estimator banded (the
 three-configuration form, eq. 3, would couple q_{k−1}, q_k and q_{k+1}). ``step`` solves the
-first row for q_{k+1} by Newton's method. Holonomic constraints are not handled here.
+first row for q_{k+1} by Newton's method. Holonomic constraints and point loads: ``constrained``.
 
 Units: q in rad (revolute) or m (prismatic), p in N m s or N s, h in s.
 """
@@ -36,8 +36,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from physid.dynamics import actuators, newton_euler
+from physid.dynamics import actuators, newton_euler, spatial
 from physid.dynamics.tree import Tree, TreeParams
+from physid.dynamics.variational.kinematics import world_poses
 
 # Newton's method on the first row of eq. 5 stops when the correction is below this many
 # units of q (rad or m): a few ulps of the angles of a rig, so the residual left is round-off.
@@ -46,10 +47,26 @@ NEWTON_MAX_ITERATIONS = 20
 
 
 def lagrangian(tree: Tree, params: TreeParams, q, qd):
-    """L(q, q̇) = T − V (J)."""
-    return newton_euler.kinetic_energy(tree, params, q, qd) - newton_euler.potential_energy(
-        tree, params, q
-    )
+    """L(q, q̇) = T − V (J), from the world poses of the bodies and their rates.
+
+    One forward-mode pass through the world poses (``kinematics.world_poses``) gives every
+    body's pose (R, p) and its rate (Ṙ, ṗ) along q̇; then T = Σ ½ m |Ṙ c + ṗ|² + ½ ωᵀ I_c ω
+    with [ω] = Rᵀ Ṙ (body frame), plus the rotors' ½ armature q̇², and V = −Σ m gᵀ(R c + p)
+    + the springs. The values are ``newton_euler``'s (tested against it); this form shares one
+    pose recursion between T and V, and its second derivatives, which every Newton step of
+    the integrator takes, are cheaper than those of the twist recursion.
+    """
+    (R, p), (dR, dp) = jax.jvp(lambda x: world_poses(tree, params, x), (q,), (qd,))
+    b = params.bodies
+    v_com = spatial.matvec(dR, b.com) + dp
+    W = spatial.matmul(spatial.transpose(R), dR)  # [ω] in the body frame
+    omega = jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], axis=-1)
+    kinetic = 0.5 * jnp.sum(b.mass * jnp.sum(v_com**2, axis=-1))
+    kinetic += 0.5 * jnp.sum(omega * spatial.matvec(b.inertia, omega))
+    kinetic += 0.5 * jnp.sum(params.dofs.armature * qd**2)
+    x_com = spatial.matvec(R, b.com) + p
+    gravity = -jnp.sum(b.mass * jnp.sum(x_com * params.gravity, axis=-1))
+    return kinetic - gravity - newton_euler.spring_energy(params, q)
 
 
 def discrete_lagrangian(tree: Tree, params: TreeParams, q0, q1, h):

@@ -1,0 +1,109 @@
+"""Hexagon loop stiffness identification (issue 23): our single-shooting Levenberg–Marquardt
+(Jacobians by forward sensitivities through the implicit-function theorem) against the
+draft's steepest descent with Armijo (α = β = 0.4, adjoint gradients, stop at ‖∇J‖ < 1e-3),
+both from κ = [10, 25] on noise-free end-effector positions of a κ = [20, 20] simulation over
+the spec's 1 s horizon, both after compilation, in one process.
+
+    .venv/bin/python benchmarks/hexagon_identification.py [--repeats 3] [--skip-sd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import physid.dynamics  # noqa: F401 (float64)
+from physid.dynamics.variational import adjoint, constrained
+from physid.estimation.shooting import levenberg_marquardt, steepest_descent_armijo
+from physid.rigs.models.loop import end_effector, load_loop
+from physid.spec import load_spec
+
+
+def problem(rig):
+    q0, p0 = rig.start()
+    u = rig.inputs()
+    h = rig.h
+
+    def positions(kappa):
+        q, _, _ = constrained.rollout(rig.system, rig.params(kappa), q0, p0, u, h)
+        return end_effector(rig, rig.params(kappa), q[1:])
+
+    measured = positions(jnp.asarray(rig.true_kappa()))
+
+    @jax.jit
+    def residual(kappa):
+        return (positions(kappa) - measured).ravel()
+
+    @jax.jit
+    def residual_jacobian(kappa):
+        J, r = jax.jacfwd(lambda k: (residual(k), residual(k)), has_aux=True)(kappa)
+        return r, J
+
+    def running(q, p, k, theta):
+        w = constrained.load_points(rig.system, rig.params(theta), q)[0]
+        return 0.5 * jnp.sum((w - measured[k - 1]) ** 2)
+
+    @jax.jit
+    def cost_gradient(kappa):
+        return adjoint.adjoint_gradient(rig.system, rig.params, kappa, q0, p0, u, h, running)
+
+    @jax.jit
+    def cost(kappa):
+        r = residual(kappa)
+        return 0.5 * r @ r
+
+    return residual, residual_jacobian, cost, cost_gradient
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--skip-sd", action="store_true")
+    args = ap.parse_args()
+    rig = load_loop(load_spec("hexagon_loop"))
+    residual, residual_jacobian, cost, cost_gradient = problem(rig)
+    start = np.array([10.0, 25.0])
+    t0 = time.perf_counter()
+    for f in (residual, residual_jacobian):
+        jax.block_until_ready(f(jnp.asarray(start)))
+    print(f"compilation (LM: 2 functions): {time.perf_counter() - t0:.1f} s", flush=True)
+    truth = rig.true_kappa()
+    lm_times, sd_times = [], []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        lm = levenberg_marquardt(residual_jacobian, residual, start, 0.5, 500.0)
+        lm_times.append(time.perf_counter() - t0)
+    err = np.max(np.abs(lm.theta / truth - 1))
+    print(
+        f"LM: kappa = {lm.theta}, max rel error {err:.2e}, {lm.iterations} iterations, "
+        f"{lm.evaluations} evaluations, median {np.median(lm_times):.2f} s ({lm.reason})",
+        flush=True,
+    )
+    if args.skip_sd:
+        return
+    t0 = time.perf_counter()
+    for f in (cost, cost_gradient):
+        jax.block_until_ready(f(jnp.asarray(start)))
+    print(f"compilation (SD: 2 functions): {time.perf_counter() - t0:.1f} s", flush=True)
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        sd = steepest_descent_armijo(cost_gradient, cost, start)
+        sd_times.append(time.perf_counter() - t0)
+    err_sd = np.max(np.abs(sd.theta / truth - 1))
+    print(
+        f"SD-Armijo: kappa = {sd.theta}, max rel error {err_sd:.2e}, {sd.iterations} "
+        f"iterations, {sd.evaluations} evaluations, median {np.median(sd_times):.2f} s "
+        f"({sd.reason})"
+    )
+    print(
+        f"ratios SD/LM: iterations {sd.iterations / max(lm.iterations, 1):.1f}, "
+        f"time {np.median(sd_times) / np.median(lm_times):.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

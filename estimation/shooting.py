@@ -1,0 +1,148 @@
+"""Single-shooting identification of a few parameters of a simulated trajectory: a dense
+Levenberg–Marquardt on r(θ) with Jacobians by forward sensitivities, and the steepest descent
+with an Armijo line search of Caldwell, Coleman & Correll (Section III) for comparison.
+
+The residual r(θ) [m] (measured minus simulated, weighted) comes from a rollout of the
+variational integrator from a known start; its Jacobian J [m, p] from the rollout's tangent
+(``dynamics.variational.adjoint.forward_sensitivities``: p tangent rollouts, each step's
+derivative by the implicit-function theorem). With p ~ 2 the normal matrix is p × p and dense:
+the project's arrow-structured LM (``estimation.lm``) is for state trajectories as unknowns
+(multiple shooting, joint estimation) and has no states to eliminate here.
+
+Arrays in, arrays out; the callables are the caller's (usually jitted) functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class ShootingResult:
+    """θ, cost ½‖r‖², iterations and function evaluations, why it stopped, the cost after
+    each accepted iteration and the Gauss–Newton covariance s² (JᵀJ)⁻¹ (s² = ‖r‖²/(m − p))."""
+
+    theta: np.ndarray
+    cost: float
+    iterations: int
+    evaluations: int
+    converged: bool
+    reason: str
+    history: list[float] = field(default_factory=list)
+    covariance: np.ndarray | None = None
+
+    @property
+    def std(self) -> np.ndarray | None:
+        return None if self.covariance is None else np.sqrt(np.diag(self.covariance))
+
+
+def levenberg_marquardt(
+    residual_jacobian: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    residual: Callable[[np.ndarray], np.ndarray],
+    theta0,
+    lower=None,
+    upper=None,
+    max_iter: int = 50,
+    step_tol: float = 1e-12,
+    grad_tol: float = 1e-14,
+) -> ShootingResult:
+    """Marquardt's method (damping μ·diag(JᵀJ)) on ½‖r(θ)‖² inside the box [lower, upper].
+
+    Stops when the accepted step is below ``step_tol`` relative to θ (the parameters have
+    settled to round-off of the rollout's Newton tolerance), or the scaled gradient
+    ‖Jᵀr‖ / (‖J‖‖r‖) is below ``grad_tol``. Trial steps are clipped to the box. An iteration
+    is one Jacobian; rejected trials cost one residual each."""
+    theta = np.asarray(theta0, float).copy()
+    lo = np.full_like(theta, -np.inf) if lower is None else np.asarray(lower, float)
+    hi = np.full_like(theta, np.inf) if upper is None else np.asarray(upper, float)
+    r, J = (np.asarray(a) for a in residual_jacobian(theta))
+    cost = 0.5 * float(r @ r)
+    mu, nu = 1e-3, 2.0
+    history, evaluations = [cost], 1
+    reason, converged = "iteration limit", False
+    for it in range(1, max_iter + 1):
+        JtJ, g = J.T @ J, J.T @ r
+        if np.linalg.norm(g) <= grad_tol * np.linalg.norm(J) * max(np.linalg.norm(r), 1e-300):
+            reason, converged = "gradient at round-off", True
+            return _result(theta, cost, it - 1, evaluations, converged, reason, history, J, r)
+        D = np.diag(np.diag(JtJ))
+        while True:
+            step = np.linalg.solve(JtJ + mu * D, -g)
+            trial = np.clip(theta + step, lo, hi)
+            r_trial = np.asarray(residual(trial))
+            evaluations += 1
+            cost_trial = 0.5 * float(r_trial @ r_trial)
+            predicted = -(g @ (trial - theta)) - 0.5 * (trial - theta) @ JtJ @ (trial - theta)
+            rho = (cost - cost_trial) / predicted if predicted > 0 else -1.0
+            if rho > 0:
+                mu *= max(1.0 / 3.0, 1 - (2 * rho - 1) ** 3)
+                nu = 2.0
+                break
+            mu *= nu
+            nu *= 2
+            if mu > 1e16:
+                return _result(
+                    theta, cost, it, evaluations, True, "no decrease possible (round-off)",
+                    history, J, r,
+                )  # fmt: skip
+        small = np.all(np.abs(trial - theta) <= step_tol * np.maximum(np.abs(theta), 1e-300))
+        theta = trial
+        r, J = (np.asarray(a) for a in residual_jacobian(theta))
+        cost = 0.5 * float(r @ r)
+        evaluations += 1
+        history.append(cost)
+        if small:
+            reason, converged = "step at round-off", True
+            return _result(theta, cost, it, evaluations, converged, reason, history, J, r)
+    return _result(theta, cost, max_iter, evaluations, converged, reason, history, J, r)
+
+
+def _result(theta, cost, iterations, evaluations, converged, reason, history, J, r):
+    m, p = J.shape
+    s2 = float(r @ r) / max(m - p, 1)
+    try:
+        cov = s2 * np.linalg.inv(J.T @ J)
+    except np.linalg.LinAlgError:
+        cov = None
+    return ShootingResult(theta, cost, iterations, evaluations, converged, reason, history, cov)
+
+
+def steepest_descent_armijo(
+    cost_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    cost: Callable[[np.ndarray], float],
+    theta0,
+    alpha: float = 0.4,
+    beta: float = 0.4,
+    grad_tol: float = 1e-3,
+    max_iter: int = 10_000,
+    max_backtracks: int = 60,
+) -> ShootingResult:
+    """The draft's optimizer: θ ← θ − βʲ ∇J with the smallest j ≥ 0 such that
+    J(θ − βʲ∇J) ≤ J(θ) − α βʲ ‖∇J‖² (Armijo, α = β = 0.4), until ‖∇J‖ < ``grad_tol``
+    (the draft's 1e-3). The gradient is the caller's (the discrete adjoint, Lemma 1)."""
+    theta = np.asarray(theta0, float).copy()
+    value, g = cost_gradient(theta)
+    value, g = float(value), np.asarray(g)
+    history, evaluations = [value], 1
+    for it in range(1, max_iter + 1):
+        if np.linalg.norm(g) < grad_tol:
+            return ShootingResult(theta, value, it - 1, evaluations, True, "gradient", history)
+        s = 1.0
+        for _ in range(max_backtracks):
+            trial = theta - s * g
+            v = float(cost(trial))
+            evaluations += 1
+            if np.isfinite(v) and v <= value - alpha * s * float(g @ g):
+                break
+            s *= beta
+        else:
+            return ShootingResult(theta, value, it, evaluations, False, "line search", history)
+        theta = trial
+        value, g = cost_gradient(theta)
+        value, g = float(value), np.asarray(g)
+        evaluations += 1
+        history.append(value)
+    return ShootingResult(theta, value, max_iter, evaluations, False, "iteration limit", history)
