@@ -43,8 +43,8 @@ def test_version_and_a_typo_through_the_console_script(tmp_path):
     assert done.returncode == 2
     assert one_line_error(done.stderr) == (
         "error: no rig 'pendulm' (did you mean 'pendulum'?); built-in rigs: cartpole, "
-        "ellipse_drop, furuta, pendulum, pendulum_tree, qube; or give the path of a spec file "
-        "(.toml)"
+        "ellipse_drop, furuta, hexagon_loop, pendulum, pendulum_tree, qube; or give the path of "
+        "a spec file (.toml)"
     )
 
 
