@@ -2,6 +2,7 @@
 linearization without its θ columns."""
 
 import numpy as np
+import pytest
 
 from physid.estimation.hinged_problem import HingedProblem
 from physid.estimation.initialize import initial_states, smooth_angles
@@ -10,6 +11,8 @@ from physid.rigs.models.hinged import run_simulation
 from physid.spec import load_spec
 
 
+# slow (43 s on this VM): compiles the full and the states-only linearization
+@pytest.mark.slow
 def test_states_only_linearization_drops_exactly_the_theta_columns():
     spec = load_spec("pendulum")
     rig = pendulum.build(spec)

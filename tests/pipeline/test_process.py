@@ -169,6 +169,9 @@ def dask_cluster():
             p.wait(timeout=30)
 
 
+# slow (64 s on this VM): real Dask scheduler and workers; the TLS local cluster is still
+# exercised by the default run in tests/pipeline/test_cluster_security.py
+@pytest.mark.slow
 def test_process_runs_on_a_dask_cluster(tmp_path, pendulum_folder, dask_cluster, true_j):
     address, workers = dask_cluster
     out = tmp_path / "reports"
