@@ -23,7 +23,7 @@ import numpy as np
 
 from physid.dynamics.tree import REVOLUTE
 from physid.errors import InputError
-from physid.estimation.consistency import inertia_lmi, nearest_consistent
+from physid.estimation.consistency import inertia_lmi
 from physid.estimation.estimate import Estimate
 from physid.estimation.flags import (
     bound_flags,
@@ -45,6 +45,8 @@ from physid.estimation.uncertainty import parameter_covariance
 from physid.estimation.validation import validation
 from physid.rigs.models.identify_hinged import (
     BATCHES,
+    _consistency_report,
+    _consistent_start,
     _prediction_line,
     _status_line,
     fit_status,
@@ -405,7 +407,7 @@ def identify_tree_series(
             "natural_map_inertia": info["natural_map_inertia"],
             "segments": info["segments"],
             "costs_per_log": [f["cost"] for f in fits],
-            "consistency": _consistency_report(problem, res, cov),
+            "consistency": _consistency_report(problem, res, cov, theta0),
             "std_linearized_white": dict(zip(names, white.std.tolist(), strict=True)),
             "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
         },
@@ -547,35 +549,6 @@ def simulator(rig, values: dict, h: float, u: np.ndarray, c):
 
 def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
-
-
-def _consistent_start(spec, problem: TreeProblem, theta0, say) -> np.ndarray:
-    lmi, theta0 = problem.consistency, np.clip(theta0, problem.lower, problem.upper)
-    if lmi is None or lmi.feasible(theta0):
-        return theta0
-    try:
-        start = nearest_consistent(theta0, problem.lower, problem.upper, lmi)
-    except ValueError:
-        raise InputError(
-            f"{spec.path}: {lmi.describe_violation(theta0, problem.scale)}, and no values of "
-            f"{', '.join(problem.names)} within their bounds make it one: check the [fixed] "
-            "inertias (each principal moment must be at most the sum of the other two)"
-        ) from None
-    say(f"  initial values: {lmi.describe_violation(theta0, problem.scale)}; moved to the nearest")
-    return start
-
-
-def _consistency_report(problem: TreeProblem, result, cov) -> dict:
-    lmi = problem.consistency
-    if lmi is None:
-        return {"enforced": False}
-    return {
-        "enforced": True,
-        "method": "pseudo-inertia ⪰ 0 per body (Wensing et al. 2017), cvxpy",
-        "bodies": list(lmi.labels),
-        "min_eigenvalue": lmi.min_eigenvalues(result.theta).tolist(),
-        "on_boundary": list(cov.on_consistency_face),
-    }
 
 
 def identify_tree(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
