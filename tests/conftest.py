@@ -8,6 +8,7 @@ jax.config.update("jax_enable_x64", True)
 # ------------------------------------------------------------------------------ a small disk
 
 import os  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -51,3 +52,41 @@ def fill(folder: Path, leave: int = 0) -> Path:
         except OSError:
             pass
     return path
+
+
+# ------------------------------------------------------------------------------ a browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+@pytest.fixture
+def headless_dom(tmp_path):
+    """``dom(page, *flags) -> (dom, log)``: the DOM headless Chromium builds for the HTML file
+    ``page`` (after its scripts ran) and Chromium's stderr. A fresh profile per page, so one
+    page's cache never serves another. Skips where Chromium is not installed."""
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed")
+
+    def dom(page: Path, *flags: str) -> tuple[str, str]:
+        profile = tmp_path / f"profile-{page.parent.name}-{page.stem}"
+        done = subprocess.run(
+            [CHROMIUM, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "--dump-dom",
+             page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,  # a hung browser, not a slow page: pages load in a few seconds
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout, done.stderr
+
+    return dom
