@@ -213,20 +213,25 @@ class TreeParams:
     gravity: jnp.ndarray
 
 
+# Values of a joint's actuator-free parameters where a model gives none (v_ε and v_s in m/s
+# or rad/s, the rest zero: no friction, no spring).
+DOF_DEFAULTS = {
+    "armature": 0.0,
+    "damping": 0.0,
+    "frictionloss": 0.0,
+    "stribeck": 0.0,
+    "stribeck_velocity": 0.1,
+    "friction_velocity": 1e-3,
+    "stiffness": 0.0,
+    "springref": 0.0,
+}
+
+
 def default_dof_params(n_dof: int, **values) -> DofParams:
-    """DofParams with zeros (and v_ε = 1e-3, v_s = 0.1) except the arrays given."""
-    base = {
-        "armature": 0.0,
-        "damping": 0.0,
-        "frictionloss": 0.0,
-        "stribeck": 0.0,
-        "stribeck_velocity": 0.1,
-        "friction_velocity": 1e-3,
-        "stiffness": 0.0,
-        "springref": 0.0,
-    }
+    """DofParams with ``DOF_DEFAULTS`` except the arrays given."""
     arrays = {
-        k: jnp.broadcast_to(jnp.asarray(values.get(k, v), float), (n_dof,)) for k, v in base.items()
+        k: jnp.broadcast_to(jnp.asarray(values.get(k, v), float), (n_dof,))
+        for k, v in DOF_DEFAULTS.items()
     }
     return DofParams(**arrays)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from physid.dynamics.tree import (
     DC_MOTOR,
+    DOF_DEFAULTS,
     FIXED,
     PRISMATIC,
     REVOLUTE,
@@ -190,7 +191,7 @@ def build_model(desc: TreeDescription, input_units: Mapping[str, str] | None = N
     dof_joints = [bodies[i].joint for i in tree.dof_bodies]
     dof_values = {
         key: jnp.array([j.values.get(key, default) for j in dof_joints], float)
-        for key, default in _DOF_DEFAULTS.items()
+        for key, default in DOF_DEFAULTS.items()
     }
     axes = np.array(
         [b.joint.axis / np.linalg.norm(b.joint.axis) if b.joint else np.zeros(3) for b in bodies]
@@ -218,18 +219,6 @@ def build_model(desc: TreeDescription, input_units: Mapping[str, str] | None = N
     )
     names, units = _name_table(tree, np.asarray(desc.gravity, float), input_units or {})
     return TreeModel(tree, params, names, units, src)
-
-
-_DOF_DEFAULTS = {
-    "armature": 0.0,
-    "damping": 0.0,
-    "frictionloss": 0.0,
-    "stribeck": 0.0,
-    "stribeck_velocity": 0.1,
-    "friction_velocity": 1e-3,
-    "stiffness": 0.0,
-    "springref": 0.0,
-}
 
 
 def _unique(src: Path, what: str, names: list[str]) -> None:
