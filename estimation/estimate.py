@@ -6,8 +6,6 @@ import enum
 import html
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from physid.files import follow_umask, naming
+from physid.files import atomic_open
 
 
 class Result(enum.Enum):
@@ -237,19 +235,9 @@ def _plain(obj: Any) -> Any:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write JSON to a temporary file in the same folder and rename it into place. The file
-    gets the mode the user's umask gives (``mkstemp`` alone would make it 0600); on any
-    error, a full disk included, the temporary file is removed and ``path`` is untouched."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        follow_umask(fd)
-        with naming(path), os.fdopen(fd, "w") as fh:
-            json.dump(_plain(data), fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write JSON to ``path`` through ``atomic_open``: whole, with the umask's mode, or not at
+    all (``path`` untouched on any error)."""
+    with atomic_open(path) as fh:
+        json.dump(_plain(data), fh, indent=2)
+        fh.write("\n")
+    return Path(path)

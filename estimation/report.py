@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from physid.estimation.estimate import Estimate
+from physid.estimation.figures import pyplot
+from physid.files import atomic_open
 
 FAR = 3.0  # a value more than FAR of its own std from the truth is flagged
 FINISHED = ("ok", "warning")  # experiments with a report (a warning: reported, with notes)
@@ -96,15 +98,6 @@ def file_image(path: Path, alt: str) -> str:
     return image(f"data:image/png;base64,{data}", alt)
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _array(values) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in values], float)
 
@@ -114,7 +107,7 @@ def _array(values) -> np.ndarray:
 
 def cost_plot(history: list[float]) -> str:
     """Cost per iteration on a log axis (embedded PNG URI)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 2.6))
     y = _array(history)
     ax.semilogy(np.arange(len(y)), np.where(y > 0, y, np.nan), "o-", ms=3)
@@ -127,7 +120,7 @@ def cost_plot(history: list[float]) -> str:
 
 def series_plot(series: list[dict]) -> str:
     """Data vs state fit, and below it the residual on the same time axis, per channel."""
-    plt = _pyplot()
+    plt = pyplot()
     n = len(series)
     fig, axes = plt.subplots(2 * n, 1, figsize=(10, 2.6 * n), sharex=True, squeeze=False)
     for i, s in enumerate(series):
@@ -151,7 +144,7 @@ def prediction_plot(checks: list[dict]) -> str:
     """The headline plot: per channel, the measured data with the k-step-ahead and free-run
     predictions of every data set on one time axis, and below it the prediction errors
     with ±3 × the sensor noise."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(dict.fromkeys(c["name"] for chk in checks for c in chk["channels"]))
     n = len(names)
     fig, axes = plt.subplots(2 * n, 1, figsize=(10, 2.8 * n), sharex=True, squeeze=False)
@@ -184,7 +177,7 @@ def prediction_plot(checks: list[dict]) -> str:
 
 
 def impulse_plot(impulses: dict) -> str:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 2.6))
     t = np.asarray(impulses["t"], float)
     ax.plot(t, _array(impulses["normal"]), lw=0.9, label="normal")
@@ -542,11 +535,9 @@ def overlay_video(path: Path) -> str:
 
 
 def write_experiment_report(path: Path, summary: dict, estimate: Estimate, folder: Path) -> Path:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(experiment_page(summary, estimate, folder))
-    tmp.replace(path)
-    return path
+    with atomic_open(path) as fh:
+        fh.write(experiment_page(summary, estimate, folder))
+    return Path(path)
 
 
 # ------------------------------------------------------------------------------ index
@@ -705,9 +696,6 @@ def _value_cell(p: dict | None, truth: float | None) -> dict | str:
 
 
 def write_index(path: Path, summaries: list[dict]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(index_page(summaries))
-    tmp.replace(path)
-    return path
+    with atomic_open(path) as fh:
+        fh.write(index_page(summaries))
+    return Path(path)

@@ -3,15 +3,19 @@
 Files written through a temporary file (``tempfile.mkstemp``, then a rename) are created
 mode 0600, whatever the user's umask; colleagues who can read ``report.html`` then could not
 read the ``estimate.json`` it links to. ``follow_umask(fd)`` gives such a file the mode an
-ordinary ``open()`` would have given it.
+ordinary ``open()`` would have given it. ``atomic_open`` does all of it: every physid output
+file is written through it, so a crash or a full disk never leaves half a file under the
+final name.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 _lock = threading.Lock()
 
@@ -51,4 +55,26 @@ def naming(path) -> Iterator[None]:
     except OSError as exc:
         if exc.filename is None and exc.errno is not None:
             raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise
+
+
+@contextmanager
+def atomic_open(path, mode: str = "w", **kwargs) -> Iterator:
+    """``open(path, mode)`` for writing, whole or not at all: the block writes to a temporary
+    file in the same folder (created with the umask's mode) which is flushed to disk and
+    renamed to ``path`` when the block ends; on any error (a full disk included, named by
+    ``path``) the temporary file is removed and ``path`` is untouched. ``kwargs`` go to
+    ``os.fdopen`` (``encoding``, ``newline``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        follow_umask(fd)
+        with naming(path), os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
         raise

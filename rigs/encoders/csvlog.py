@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from physid.errors import InputError
-from physid.files import follow_umask
+from physid.files import atomic_open
 from physid.streams import Stream
 from physid.suggest import did_you_mean
 
@@ -86,18 +84,8 @@ def write_log_csv(path: str | Path, stream: Stream) -> Path:
         lines.append(",".join(fields))
     text = "\n".join(lines) + "\n"
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        follow_umask(fd)  # as open() would: mkstemp alone makes the log 0600
-        with os.fdopen(fd, "w", encoding="ascii", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, encoding="ascii", newline="") as fh:
+        fh.write(text)
     return path
 
 

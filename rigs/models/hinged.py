@@ -17,6 +17,7 @@ from physid.dynamics.spook import simulate as spook_simulate
 from physid.errors import InputError
 from physid.estimation.consistency import BodyInertia
 from physid.estimation.estimate import write_json_atomic
+from physid.estimation.figures import pyplot, save_figure
 from physid.rigs.models.kinds import SimulateOptions
 from physid.spec import RigSpec
 from physid.streams import Stream
@@ -158,11 +159,7 @@ def simulate_to_folder(
 
 
 def _plot(path: Path, t, angles, u, channels, title) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = len(channels) + (1 if np.any(u) else 0)
     fig, axes = plt.subplots(rows, 1, figsize=(8, 2.2 * rows), sharex=True, squeeze=False)
     for i, name in enumerate(channels):
@@ -172,8 +169,4 @@ def _plot(path: Path, t, angles, u, channels, title) -> Path:
         axes[-1, 0].plot(t, u, lw=0.8, color="C1")
         axes[-1, 0].set_ylabel("u (V)")
     axes[-1, 0].set_xlabel("t (s)")
-    fig.suptitle(f"{title}: simulated encoder angles")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, f"{title}: simulated encoder angles")

@@ -20,6 +20,7 @@ import numpy as np
 from physid.errors import InputError
 from physid.estimation.consistency import inertia_lmi, nearest_consistent
 from physid.estimation.estimate import Estimate, Result, Status
+from physid.estimation.figures import pyplot, save_figure
 from physid.estimation.flags import (
     bound_flags,
     flag_parameters,
@@ -979,11 +980,7 @@ def _taus(rig) -> dict:
 
 
 def _plot(path: Path, series, fit, channels, title) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     t = series["grid"] - series["grid"][0]
     fig, axes = plt.subplots(len(channels), 1, figsize=(8, 2.4 * len(channels)), squeeze=False)
     for i, name in enumerate(channels):
@@ -995,8 +992,4 @@ def _plot(path: Path, series, fit, channels, title) -> Path:
         axes[i, 0].set_ylabel(f"{name} (rad)")
         axes[i, 0].legend(loc="upper right")
     axes[-1, 0].set_xlabel("t (s)")
-    fig.suptitle(f"{title}: measured vs fitted joint angles")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, f"{title}: measured vs fitted joint angles")

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from physid.estimation.estimate import write_json_atomic
+from physid.files import atomic_open
 from physid.spec import RigSpec, load_spec
 
 MANIFEST = "experiments.toml"
@@ -331,7 +332,6 @@ def _write_manifest(folder: Path, furuta_fixed: dict[str, str]) -> Path:
 
 
 def _atomic_bytes(path: Path, data: bytes) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
     return path

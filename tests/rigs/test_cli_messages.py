@@ -63,7 +63,11 @@ def test_cli_errors_and_help_keep_their_brackets(tmp_path):
 
 
 def test_written_files_follow_the_umask(tmp_path):
+    from physid.estimation.figures import pyplot, save_figure
     from physid.rigs.encoders.csvlog import write_log_csv
+    from physid.rigs.models.tree.rig import load_tree_rig
+    from physid.rigs.models.tree.simulate import write_tree_log
+    from physid.spec import load_spec
 
     stream = Stream(
         t=np.arange(3) * 1e-3,
@@ -72,15 +76,24 @@ def test_written_files_follow_the_umask(tmp_path):
         units=("rad", "V"),
         missing=np.zeros((3, 2), bool),
     )
+    rig = load_tree_rig(load_spec("pendulum_tree"))
+    t = np.arange(3) * 1e-3
     old = os.umask(0o027)
     try:
         js = write_json_atomic(tmp_path / "estimate.json", {"a": 1})
         csv = write_log_csv(tmp_path / "log.csv", stream)
+        tree_csv = write_tree_log(tmp_path / "tree.csv", rig, t, np.zeros((3, 1)), np.zeros((3, 0)))
+        png = save_figure(pyplot().figure(), tmp_path / "plot.png", "a plot")
         os.umask(0o002)
         js2 = write_json_atomic(tmp_path / "index.json", {"a": 2})
     finally:
         os.umask(old)
-    assert stat.S_IMODE(js.stat().st_mode) == 0o640  # was 0600 whatever the umask
-    assert stat.S_IMODE(csv.stat().st_mode) == 0o640
+    # was 0600 whatever the umask (the tree simulator's log until 2026-11-25)
+    for path in (js, csv, tree_csv, png):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # no temporary file left behind
+        "estimate.json", "index.json", "log.csv", "plot.png", "tree.csv"
+    ]  # fmt: skip
     assert stat.S_IMODE(js2.stat().st_mode) == 0o664
     assert json.loads(js2.read_text()) == {"a": 2}

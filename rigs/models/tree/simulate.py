@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import jax
@@ -34,6 +32,8 @@ from physid.dynamics.integrators import rollout_rk4
 from physid.dynamics.tree import REVOLUTE
 from physid.errors import InputError
 from physid.estimation.estimate import write_json_atomic
+from physid.estimation.figures import pyplot, save_figure
+from physid.files import atomic_open
 from physid.rigs.models.kinds import SimulateOptions
 from physid.rigs.models.tree.rig import TreeRig, load_tree_rig, unknown_name_message
 from physid.spec import RigSpec, _dotted, _quantity
@@ -229,15 +229,8 @@ def write_tree_log(path: Path, rig: TreeRig, t, readings, u) -> Path:
     for k, row in enumerate(data):
         fields = [repr(float(row[0])), str(k), *(_number(x) for x in row[1:])]
         lines.append(",".join(fields))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="") as fh:
-            fh.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, encoding="ascii", newline="") as fh:
+        fh.write("\n".join(lines) + "\n")
     return path
 
 
@@ -246,11 +239,7 @@ def _number(x: float) -> str:
 
 
 def _plot(path: Path, rig: TreeRig, t, readings, u, title) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = len(rig.encoders) + len(rig.inputs)
     fig, axes = plt.subplots(rows, 1, figsize=(8, 2.0 * rows), sharex=True, squeeze=False)
     for i, enc in enumerate(rig.encoders):
@@ -261,8 +250,4 @@ def _plot(path: Path, rig: TreeRig, t, readings, u, title) -> Path:
         ax.plot(t, u[:, c.index], lw=0.8, color="C1")
         ax.set_ylabel(f"{c.name} ({c.unit})")
     axes[-1, 0].set_xlabel("t (s)")
-    fig.suptitle(f"{title}: simulated encoders and inputs")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, f"{title}: simulated encoders and inputs")
