@@ -193,33 +193,42 @@ def test_record_from_a_socket_url(tmp_path: Path) -> None:
     data, _ = inject_faults(encode_trajectory(traj))
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
-    done = threading.Event()
+    recording, done = threading.Event(), threading.Event()
 
     def serve() -> None:
         conn, _ = server.accept()
         with conn:
-            time.sleep(0.5)  # pyserial discards what arrives while it opens the port
-            for i in range(0, len(data), 2400):  # 100 frames every 0.1 s
+            # pyserial discards what arrives while it opens the port (its reset_input_buffer),
+            # so the board starts streaming once the recorder says it is recording: a fixed
+            # wait lost the first frames on a loaded machine.
+            recording.wait(60)
+            for i in range(0, len(data), 2400):  # 100 frames at a time, as a board streams
                 conn.sendall(data[i : i + 2400])
-                time.sleep(0.1)
-            done.wait(30)  # keep the connection until the recorder has stopped
+                time.sleep(0.02)
+            done.wait(60)  # keep the connection until the recorder has stopped
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     out = tmp_path / "net.bin"
-    res = subprocess.run(
+    proc = subprocess.Popen(
         [*PHYSID, "record", "--port", f"socket://127.0.0.1:{port}", "--out", str(out)]
-        + ["--duration", "2.5"],
-        capture_output=True,
+        + ["--duration", "3"],
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
     )
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("recording "):
+            recording.set()
+    proc.wait(timeout=120)
     done.set()
     thread.join(5)
     server.close()
-    assert res.returncode == 0, res.stderr
+    stderr = "".join(lines)
+    assert proc.returncode == 0, stderr
     assert out.read_bytes() == data
-    assert "frames 1000" in res.stderr
+    assert "frames 1000" in stderr
 
 
 def test_record_on_a_full_disk_keeps_the_capture_and_ends_with_its_summary(
