@@ -442,14 +442,21 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
     stds = np.full(poses.shape, np.nan)
     common = np.zeros(3)
     if ok.any():
+        idx_ok = np.asarray(idx)[ok]
         frame_std = pose_std(camera, pose, px[ok], sig[ok], scene.markers)
         # the plane pose's own error, common to every frame: the reference centres' noise
         # model, scaled like the markers' (compression repeats a static scene's artefacts
         # in every frame, so averaging the first frames does not shrink it)
         ref_sigma = scale * np.array([_static_sigma(col) for col in zip(*static, strict=True)])
+        # at least the markers' calibrated sigma: a codec's error of a circle's centre does
+        # not shrink with the circle's area as pixel noise does (it comes in blocks), so
+        # the larger, static circles are no better measured than the markers (MuJoCo
+        # footage: reference circles 0.05-0.15 px off on H.264 against a model of 0.035)
+        ref_sigma = np.maximum(ref_sigma, float(np.median(sig[ok])))
         plane = plane_pose_std(
             camera, corrected[:4], ref_sigma[:4], scene.reference, px[ok], scene.markers
         )
+        frame_std = np.hypot(frame_std, acceleration_std(poses[ok], idx_ok, frame_std))
         stds[ok] = np.hypot(frame_std, plane)
         common = np.median(plane, axis=0)
     rigid = np.abs(dist - scene.marker_distance)
@@ -479,6 +486,36 @@ def _finish(path, camera, scene, state: _State, static, times, idx, raw, sig) ->
         },
         ground_length=length,
     )
+
+
+# A blurred marker's centroid is its exposure-averaged position: the mid-exposure position
+# plus a E^2 / 24 under a constant acceleration a (px/frame^2) over an exposure of E frames.
+# E is not known (at most one frame), so the bound E = 1 is used.
+BLUR_ACCELERATION = 1.0 / 24.0
+
+
+def acceleration_std(poses: np.ndarray, frame: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Std [N, 3] of the pose a blurred frame's centroid adds where the motion accelerates
+    (an impact, a bounce): ``BLUR_ACCELERATION`` times the pose's second difference over the
+    neighbouring frames, whose own noise (6 ``noise``^2 for independent frames) is taken
+    out first; 0 at a frame without both neighbours (``frame`` are the frame indices of
+    the rows of ``poses`` [N, 3], ``noise`` [N, 3] their per-frame std).
+
+    The centroid is linear in the image, so blur averages the position over the exposure
+    (docs/vision.md): exact at constant velocity, off by a E^2 / 24 under an acceleration
+    a. On MuJoCo footage (exposure half a frame, soft impacts over ~2 ms) the impact frames
+    were off by 1/15-1/24 of the second difference: the per-frame noise model, blind to
+    the acceleration, reported a fifth of it there."""
+    q = np.asarray(poses, dtype=float)
+    frame = np.asarray(frame)
+    out = np.zeros_like(q)
+    if len(q) < 3:
+        return out
+    inner = (frame[2:] - frame[1:-1] == 1) & (frame[1:-1] - frame[:-2] == 1)
+    d2 = q[2:] - 2 * q[1:-1] + q[:-2]
+    var = d2**2 - 6 * np.asarray(noise, dtype=float)[1:-1] ** 2
+    out[1:-1] = np.where(inner[:, None], np.sqrt(np.maximum(var, 0.0)), 0.0) * BLUR_ACCELERATION
+    return out
 
 
 def _static_sigma(centres) -> float:

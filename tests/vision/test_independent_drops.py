@@ -43,12 +43,6 @@ def _rms(err):
 ALL = [pytest.param(key, id=key) for key in DROPS]
 # Not met, documented in docs/vision.md (issue 27 acceptance): kept as strict xfails so that
 # a change that meets them is noticed.
-Y_STD = pytest.mark.xfail(
-    strict=True,
-    reason="y error / reported std 1.61 (mu 0.2) and 1.82 (mu 0.5c): mostly one plane-pose "
-    "offset (0.029 mm on mu 0.2) from reference circles 0.05-0.1 px off on H.264 frames, "
-    "which the reported plane-pose part (0.011 mm) covers only in part",
-)
 MU_SOFT = pytest.mark.xfail(
     strict=True,
     reason="MuJoCo's default (soft) friction slips inside the cone through the mu 0.5 "
@@ -101,10 +95,8 @@ def test_pose_accuracy(drop):
 
 @pytest.mark.parametrize("axis", [0, 1, 2], ids=["x", "y", "theta"])
 @pytest.mark.parametrize("drop", ALL, indirect=True)
-def test_reported_std_within_factor_1_5_of_the_real_error(drop, axis, request):
+def test_reported_std_within_factor_1_5_of_the_real_error(drop, axis):
     mu, result, truth, *_ = drop
-    if request.node.callspec.id in ("mu0.2-y", "mu0.5c-y"):
-        request.applymarker(Y_STD)
     err = result.poses - truth["poses"]
     ratio = _rms(err[:, axis]) / _rms(result.pose_std[:, axis])
     print(f"mu {mu}: axis {axis} RMS error / RMS reported std = {ratio:.2f}")

@@ -67,3 +67,27 @@ def test_model_error_check_does_not_trust_a_degenerate_effective_parameter_count
     # no count at all (singular linearization): the covariance's own nan, no refit
     cov = {"n_obs": 360, "n_eff": float("nan"), "residual_variance_factor": float("nan")}
     assert not model_error_factor(320.0, cov) > MODEL_ERROR_LIMIT
+
+
+def test_acceleration_std_is_the_blur_centroid_offset_of_a_constant_acceleration():
+    from physid.vision.tracking import BLUR_ACCELERATION, acceleration_std
+
+    # a parabola in every channel: second difference a (per frame^2) at every inner frame,
+    # so the std is a / 24 there (a E^2 / 24 at the bound E = 1 frame), 0 at the ends
+    k = np.arange(10, dtype=float)
+    a = np.array([2e-4, -1e-4, 0.03])
+    poses = 0.5 * a * k[:, None] ** 2 + [0.1, 0.2, 0.3]
+    noise = np.zeros_like(poses)
+    out = acceleration_std(poses, np.arange(10), noise)
+    assert out[1:-1] == pytest.approx(np.broadcast_to(np.abs(a) / 24, (8, 3)), rel=1e-9)
+    assert BLUR_ACCELERATION == pytest.approx(1 / 24)
+    assert not out[[0, -1]].any()
+    # a frame whose neighbour is missing (indices not consecutive) gets none
+    frames = np.r_[0:5, 6:11]
+    gap = acceleration_std(poses, frames, noise)
+    assert not gap[[4, 5]].any() and gap[3, 0] > 0  # rows 4, 5: frames 4 and 6
+    # the noise's own second difference (6 sigma^2) is taken out: a straight line with a
+    # second difference at the noise level reports nothing
+    line = np.zeros((5, 3))
+    line[2] = 1e-5  # d2 = -2e-5 at frame 2, within sqrt(6) * 1e-5
+    assert not acceleration_std(line, np.arange(5), np.full((5, 3), 1e-5)).any()
