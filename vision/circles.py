@@ -192,7 +192,7 @@ def window_centre(gray: np.ndarray, window, origin=(0, 0)) -> WindowCentre | Non
     # support: the marker's half-darkness region grown by 3 px, so that other dark things
     # in the window (a bar, a neighbouring edge) get no weight; the cut is symmetric, so it
     # does not bias the centroid of a symmetric (or symmetrically blurred) disk
-    _, half = cv2.threshold(depth, 0.5 * float(depth.max()), 1.0, cv2.THRESH_BINARY)
+    half = (depth > np.float32(0.5 * float(depth.max()))).view(np.uint8)
     support = cv2.dilate(half, _DILATE)
     wgt = np.maximum(depth - np.float32(2.0 * rel_noise), np.float32(0)) * support
     mom = cv2.moments(wgt)
@@ -206,28 +206,30 @@ def window_centre(gray: np.ndarray, window, origin=(0, 0)) -> WindowCentre | Non
     sxx = live["m20"] - 2 * cx * live["m10"] + cx * cx * live["m00"]
     syy = live["m02"] - 2 * cy * live["m01"] + cy * cy * live["m00"]
     sigma = np.sqrt(max(sxx + syy, 0.0) / 2) * rel_noise / total
-    edge = bool(wgt[0].any() or wgt[-1].any() or wgt[:, 0].any() or wgt[:, -1].any())
-    _, _, bw, bh = cv2.boundingRect(half.astype(np.uint8))
+    edge = bool(wgt.ravel()[_border_geometry(*wgt.shape)[6]].any())
+    _, _, bw, bh = cv2.boundingRect(half)
     centre = Centre(cx + x0 + origin[0], cy + y0 + origin[1], float(sigma), level, noise)
     return WindowCentre(centre, float(total), edge, (bw, bh))
 
 
 @lru_cache(maxsize=256)
 def _border_geometry(h: int, w: int):
-    """Flat indices of the two-pixel border of an ``h`` x ``w`` window, its design matrix
-    ``[1, x - w/2, y - h/2]``, the matrix that maps the border's values to their
-    least-squares plane (one product), and the window's centred pixel coordinates.
-    Windows of a video repeat a few sizes (the tracker's are rounded), so this is built
-    once per size."""
+    """Row and column indices of the two-pixel border of an ``h`` x ``w`` window, its
+    design matrix ``[1, x - w/2, y - h/2]``, the matrix that maps the border's values to
+    their least-squares plane (one product), the window's centred pixel coordinates and
+    the flat indices of its outermost ring of pixels. Windows of a video repeat a few
+    sizes (the tracker's are rounded), so this is built once per size."""
     ys = np.concatenate([np.repeat([0, 1, h - 2, h - 1], w), np.tile(np.arange(2, h - 2), 4)])
     xs = np.concatenate([np.tile(np.arange(w), 4), np.repeat([0, 1, w - 2, w - 1], max(h - 4, 0))])
     A = np.column_stack([np.ones(xs.size), xs - w / 2, ys - h / 2])
     gx = np.arange(w, dtype=np.float32) - np.float32(w / 2)
     gy = np.arange(h, dtype=np.float32) - np.float32(h / 2)
     fit = np.linalg.solve(A.T @ A, A.T)  # least-squares plane of all border pixels
-    for arr in (A, fit, gx, gy):
+    outer = (ys == 0) | (ys == h - 1) | (xs == 0) | (xs == w - 1)
+    ring = ys[outer] * w + xs[outer]
+    for arr in (ys, xs, A, fit, gx, gy, ring):
         arr.flags.writeable = False
-    return ys * w + xs, A, fit, gx, gy
+    return ys, xs, A, fit, gx, gy, ring
 
 
 def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
@@ -240,8 +242,8 @@ def _border_plane(raw: np.ndarray) -> tuple[np.ndarray, float]:
     (every pixel near the least-squares plane of all of them, as a marker on plain plywood
     has) takes one product with a cached matrix instead."""
     h, w = raw.shape
-    flat, A, fit, gx, gy = _border_geometry(h, w)
-    vals = raw.ravel()[flat].astype(np.float64)
+    ys, xs, A, fit, gx, gy, _ = _border_geometry(h, w)
+    vals = raw[ys, xs].astype(np.float64)  # the border only (a crop's ravel would copy it all)
     coef = fit @ vals
     res = np.abs(vals - A @ coef)
     half = vals.size // 2

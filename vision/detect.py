@@ -153,8 +153,16 @@ def _reference_circles(norm, blobs, camera: Camera, scene: Scene, per_corner: in
         options.append([int(first[n])] + [int(i) for i in order if i != first[n]])
     ang = np.linspace(0, 2 * np.pi, 64, endpoint=False)
     rim = scene.reference_radius * np.column_stack([np.cos(ang), np.sin(ang), 0 * ang])
+    rims = np.concatenate([rim + [*p, 0.0] for p in scene.reference])
     best = (None, None, np.inf)
-    for combo in product(*[o[:per_corner] for o in options]):
+    # a pick other than a corner's most extreme blob must earn its place (by 5 %): the
+    # combinations in order of that penalty, so that those which cannot beat the best so
+    # far are skipped (the same answer as trying all, at a fraction of the plane poses)
+    combos = product(*[o[:per_corner] for o in options])
+    penalty = {c: 0.05 * sum(i != o[0] for i, o in zip(c, options, strict=True)) for c in combos}
+    for combo in sorted(penalty, key=penalty.get):
+        if penalty[combo] >= best[2]:
+            break
         if len(set(combo)) < 4 or not _same_quadrilateral(norm[list(combo)], scene.reference):
             continue
         idx = np.array(combo)
@@ -162,11 +170,10 @@ def _reference_circles(norm, blobs, camera: Camera, scene: Scene, per_corner: in
             pose = plane_pose(norm[idx], scene.reference)
         except ValueError:
             continue
-        # a pick other than a corner's most extreme blob must earn its place (by 5 %)
-        worst = 0.05 * sum(i != o[0] for i, o in zip(combo, options, strict=True))
-        for n, i in enumerate(idx):
-            ring = camera.project(rim + [*scene.reference[n], 0.0], pose.rvec, pose.t)
-            expected = cv2.contourArea(ring.astype(np.float32))
+        worst = penalty[combo]
+        rings = camera.project(rims, pose.rvec, pose.t).astype(np.float32).reshape(4, -1, 2)
+        for i, ring in zip(idx, rings, strict=True):
+            expected = cv2.contourArea(ring)
             worst = max(worst, abs(np.log(blobs[i].area / max(expected, 1e-9))))
         if worst < best[2]:
             best = (idx, pose, worst)

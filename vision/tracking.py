@@ -340,16 +340,23 @@ class _State:
         preds = [m.pos + m.vel for m in self.markers]
         halves = [self._follow_half(float(np.hypot(*m.vel))) for m in self.markers]
         # windows (squares of half-size h) must not overlap each other or a static circle
-        # (radius up to ~2 marker radii: 8 mm reference circles vs 5 mm markers)
-        if np.linalg.norm(preds[0] - preds[1]) < 1.5 * (halves[0] + halves[1]) + 2 * self.r_px:
+        # (radius up to ~2 marker radii: 8 mm reference circles vs 5 mm markers). Each
+        # window holds its own smeared marker with room to spare, so two squares apart by
+        # more than the sum of their half-sizes along x or y (with a marker radius to
+        # spare) hold one marker each; the dark-mass check catches the rest
+        gap = float(np.max(np.abs(preds[0] - preds[1])))
+        if gap < halves[0] + halves[1] + self.r_px:
             return None
         found = []
         for m, pred, half in zip(self.markers, preds, halves, strict=True):
             x0, y0, x1, y1 = self._follow_window(pred, m.vel)
             if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
                 return None
-            reach = 1.5 * half + 2.5 * self.r_px
-            if any(math.hypot(pred[0] - sx, pred[1] - sy) < reach for sx, sy in self.static_list):
+            # a static circle (radius <= 2 marker radii) wholly outside the square
+            reach = half + 2.5 * self.r_px
+            if any(
+                max(abs(pred[0] - sx), abs(pred[1] - sy)) < reach for sx, sy in self.static_list
+            ):
                 return None
             crop = gray[y0:y1, x0:x1] if gray is not None else _gray(img[y0:y1, x0:x1])
             c = window_centre(crop, (x0, y0, x1, y1), (x0, y0))
