@@ -158,20 +158,21 @@ def irc_step(q, v, h, j_over_m, mu, eps, a, b, surfaces, segmented: bool = False
     return q + h * v_next, v_next
 
 
-@partial(jax.jit, static_argnames=("steps", "substeps", "segmented"))
+@partial(jax.jit, static_argnames=("steps", "segmented"))
 def rollout(q0, v0, h, j_over_m, mu, eps, a, b, surfaces, *, steps, substeps=1, segmented=False):
     """Poses [B, steps + 1, 3] and velocities [B, steps + 1, 3] of a batch of initial states
     q0, v0 [B, 3] on the grid h (s), each grid step taken as ``substeps`` IRC steps of
-    h / substeps."""
+    h / substeps. Compiled once per ``steps`` (and ``segmented``): everything else, the
+    sub-step count included, is traced."""
     surfaces = jnp.asarray(surfaces, float).reshape(-1, 4)
     dt = h / substeps
 
     def one(q, v):
-        def fine(state, _):
-            return irc_step(*state, dt, j_over_m, mu, eps, a, b, surfaces, segmented), None
+        def fine(_, state):
+            return irc_step(*state, dt, j_over_m, mu, eps, a, b, surfaces, segmented)
 
         def coarse(state, _):
-            state, _ = jax.lax.scan(fine, state, None, length=substeps)
+            state = jax.lax.fori_loop(0, substeps, fine, state)
             return state, state
 
         _, (qs, vs) = jax.lax.scan(coarse, (q, v), None, length=steps)
