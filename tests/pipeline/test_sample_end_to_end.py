@@ -75,9 +75,9 @@ def truth_distance(p: dict, truth: float) -> float:
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="measured 2026-11-25 (regenerated sample): the drop's J/m z = +0.68, mu z = +0.04, "
-    "but its verdict is 'poor fit' (k-step 15-20 x, free run 70-180 x the tracker's 4.8 um "
-    "noise: the restitution and mu, +-0.015 and +-0.08, move every bounce by more; "
+    reason="measured 2026-11-25 (regenerated sample): the drop's J/m z = +2.92, mu z = +2.29, "
+    "but its verdict is 'poor fit' (k-step 5.6-7.2 x, free run 26-76 x the tracker's noise: "
+    "the restitution from the frames, +-0.015, moves every bounce by more; "
     "docs/validation.md); the pendulum and Furuta pass",
 )
 def test_every_sample_parameter_is_within_three_reported_std_and_every_verdict_good(summaries):
