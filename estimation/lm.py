@@ -585,6 +585,7 @@ class GaussNewtonTest(NamedTuple):
 
     decrease: float
     dtheta: np.ndarray
+    dX: np.ndarray | None = None  # its state part [n, d] (tangent, for ``problem.retract``)
 
 
 # α of the Gauss–Newton test, in the solver's scaled coordinates (median state diagonal and
@@ -620,7 +621,7 @@ def gauss_newton_test(problem, X, theta: np.ndarray, lin: Linearization) -> Gaus
             damped, scaled.gx, scaled.gp, lo / sc - phi, hi / sc - phi, lmi, phi
         )
     decrease = model_decrease(_scale_lin(lin, sc), dxi * sx, dphi)
-    return GaussNewtonTest(float(decrease), dphi * sc)
+    return GaussNewtonTest(float(decrease), dphi * sc, dxi * sx)
 
 
 def _acceleration(problem, X, theta, lin, damped, step, sx, lo, hi, lmi=None, t=0.1):

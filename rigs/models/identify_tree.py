@@ -24,7 +24,7 @@ import numpy as np
 from physid.dynamics.tree import REVOLUTE
 from physid.errors import InputError
 from physid.estimation.consistency import inertia_lmi
-from physid.estimation.estimate import Estimate
+from physid.estimation.estimate import Estimate, Result, Status
 from physid.estimation.flags import (
     bound_flags,
     flag_parameters,
@@ -32,7 +32,7 @@ from physid.estimation.flags import (
     unexcited_directions,
 )
 from physid.estimation.initialize import resample, smooth_angles
-from physid.estimation.lm import LMSettings, levenberg_marquardt
+from physid.estimation.lm import LMSettings, gauss_newton_test, levenberg_marquardt
 from physid.estimation.prediction import (
     Channel,
     InitialState,
@@ -45,6 +45,7 @@ from physid.estimation.uncertainty import parameter_covariance
 from physid.estimation.validation import validation
 from physid.rigs.models.identify_hinged import (
     BATCHES,
+    GN_STEP_STD,
     _consistency_report,
     _consistent_start,
     _prediction_line,
@@ -348,7 +349,7 @@ def identify_tree_series(
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
     cov = fitted_covariance(problem, res, settings["covariance_batches"])
     white = fitted_covariance(problem, res)
-    status = fit_status(problem, res, white)
+    status = tree_fit_status(problem, res, white)
     say(f"  {_status_line(status)}")
     directions = unexcited_directions(names, cov.directions, cov.singular_values)
     parameters = flag_parameters(
@@ -426,6 +427,49 @@ def fit(problem: TreeProblem, X0, theta0, settings: dict, names, n_total: int, s
         say(f"  iteration {it:3d}  cost/step {cost / n_total:.4e}  α {alpha:.2e}  {shown}")
 
     return levenberg_marquardt(problem, X0, theta0, lm_settings(settings), on_iteration)
+
+
+# Fractions of the Gauss–Newton step tried on the actual cost by ``tree_fit_status``.
+GN_LINE_SEARCH = 0.5 ** np.arange(11)
+
+
+def tree_fit_status(problem: TreeProblem, result, cov) -> Status:
+    """``identify_hinged.fit_status``, with the Gauss–Newton step checked on the actual cost
+    where its linear model fails the test.
+
+    The residual is piecewise smooth: a joint's dry friction switches between sliding and
+    sticking where a step's v̄ crosses the natural map's kink (the turning points of a swing).
+    At a minimum that lies on such a kink the linearization of one side promises a decrease
+    that no step delivers: LM raises α until the relative decrease falls below ε_f, and the
+    plain test would call that point stalled although no direction the test proposes lowers
+    the cost. So the step is tried on the cost at t = 1, ½, … 2⁻¹⁰; the test is then what the
+    best of these steps really moves (none that lowers the cost: 0). A smooth problem near its
+    minimum realizes the full step (t = 1) and is judged exactly as before."""
+    status = fit_status(problem, result, cov)
+    if status.converged or not len(result.theta):
+        return status
+    gn = gauss_newton_test(problem, result.X, result.theta, result.lin)
+    cost0 = problem.cost(result.X, result.theta)
+    best_t, best = 0.0, cost0
+    for t in GN_LINE_SEARCH:
+        theta = np.clip(result.theta + t * gn.dtheta, problem.lower, problem.upper)
+        cost = problem.cost(problem.retract(result.X, t * gn.dX), theta)
+        # A decrease below 1e-12 of the cost is round-off of the sum, not a step.
+        if cost < best and cost < cost0 * (1 - 1e-12):
+            best_t, best = float(t), cost
+    step = best_t * np.abs(gn.dtheta * problem.scale)
+    ok = np.isfinite(cov.std) & (cov.std > 0)
+    worst = float(np.max(step[ok] / cov.std[ok], initial=0.0))
+    if worst > GN_STEP_STD:
+        return status
+    test = (
+        f"Gauss–Newton test on the actual cost: its linear model promises "
+        f"{gn.decrease / max(cost0, 1e-300):.2g} of the cost, a kink of the dry friction's "
+        f"natural map; tried at ½ⁱ of its length, the best step (t = {best_t:.3g}) lowers the "
+        f"cost by {(cost0 - best) / max(cost0, 1e-300):.2g} of itself and moves no parameter "
+        f"by more than {worst:.2g} of its std (passes at ≤ {GN_STEP_STD:g})"
+    )
+    return Status(Result.successful, result.reason, test)
 
 
 def _segment_fits(problem: TreeProblem, res, series_list) -> list[dict]:
