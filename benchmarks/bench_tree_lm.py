@@ -48,7 +48,7 @@ from physid.rigs.models.furuta import tree_rig  # noqa: E402
 from physid.rigs.models.identify_hinged import enable_compilation_cache  # noqa: E402
 from physid.rigs.models.identify_tree import (  # noqa: E402
     build_problem,
-    lm_settings,
+    problem_lm_settings,
     series_on_grid,
     tree_settings,
 )
@@ -65,7 +65,8 @@ def tree_problem(rec):
     series = series_on_grid(rec.log, rig, settings["h"], "furuta13")
     names = list(spec.parameters)
     problem, X0, theta0, _ = build_problem(rig, spec, names, [series], settings)
-    return problem, X0, np.clip(theta0, problem.lower, problem.upper), lm_settings(settings)
+    theta0 = np.clip(theta0, problem.lower, problem.upper)
+    return problem, X0, theta0, problem_lm_settings(problem, settings, theta0)
 
 
 def timed(prob, X0, theta0, settings):
