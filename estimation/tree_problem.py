@@ -70,6 +70,12 @@ class TreeStructure:
         return np.array([k == REVOLUTE for k in kinds])
 
 
+# Steps per vectorized chunk of the linearization (a scan over chunks): the per-step
+# temporaries of the nested derivatives of one chunk stay in cache, so the time per step does
+# not grow with n as one vmap over all steps did (CPU time per step 5–7× per 4× of n).
+LINEARIZE_CHUNK = 256
+
+
 class _Model:
     """Compiled residuals and linearization of one ``TreeStructure``.
 
@@ -78,8 +84,9 @@ class _Model:
     observation weights, observations, inputs and the natural map's inertia per joint.
     """
 
-    def __init__(self, s: TreeStructure):
+    def __init__(self, s: TreeStructure, chunk: int | None = LINEARIZE_CHUNK):
         self.s = s
+        self.chunk = chunk
         self.linearize = jax.jit(self._linearize)
         self.linearize_states = jax.jit(functools.partial(self._linearize, with_theta=False))
         self.residuals = jax.jit(self._residuals)
@@ -155,7 +162,11 @@ class _Model:
         n = self.s.n
         q, p = X[:, :n], X[:, n:]
         block = functools.partial(self._dyn_block, a, theta, with_theta=with_theta)
-        dr, dA, dB, dC = jax.vmap(block)(q[:-1], p[:-1], q[1:], p[1:], a["u"], a["wd"])
+        steps = (q[:-1], p[:-1], q[1:], p[1:], a["u"], a["wd"])
+        if self.chunk:
+            dr, dA, dB, dC = jax.lax.map(lambda b: block(*b), steps, batch_size=self.chunk)
+        else:
+            dr, dA, dB, dC = jax.vmap(block)(*steps)
         orr = self._obs(X, a)
         sel = (
             jnp.zeros((len(self.s.observed), 2 * n))
