@@ -15,11 +15,13 @@ three; parameters, start values and box of ``rigs.pipeline.synthetic.FURUTA_SECT
 
 Compilation is excluded (one warm-up run of each before the timed ones); medians over
 ``--repeats`` runs. ``--memory`` runs the tree LM alone at n = 2000, 8000 and 32000 steps
-(each in a fresh process): peak RSS and time per iteration. The last line reads
+(each in a fresh process): peak RSS and time per iteration. ``--scaling``: the
+linearization's time per step at n and 4n steps of identical work (see ``scaling``). The last
+line reads
 ``furuta13: tree <s> s, spook <s> s, ratio <r>``.
 
     .venv/bin/python benchmarks/bench_tree_lm.py [--repeats 5] [--scipy-limit 120]
-        [--no-spook] [--memory]
+        [--no-spook] [--memory] [--scaling]
 """
 
 from __future__ import annotations
@@ -183,6 +185,47 @@ def memory_one(n_steps: int) -> None:
                       "s_per_iteration": total / max(res.iterations, 1)}))  # fmt: skip
 
 
+def scaling(reps=(1, 4), repeats: int = 5) -> None:
+    """Time per step of the linearization at n and 4n steps of IDENTICAL work: the 2 s
+    recording given 1× and 4× as separate logs (one chain, segments), so nothing but n
+    changes. One vmap over all steps against chunks of ``LINEARIZE_CHUNK`` steps, in one
+    process, interleaved; wall and process CPU time (min of ``repeats``; the CPU time is what
+    a loaded machine does not inflate)."""
+    from physid.estimation.tree_problem import LINEARIZE_CHUNK, _Model
+
+    enable_compilation_cache()
+    rec = furuta13_recording()
+    spec = with_parameters(rec.spec, FURUTA_SECTION_4_6)
+    spec = replace(spec, method={**spec.method, "estimator": "tree"})
+    rig, settings = tree_rig(spec), tree_settings(spec)
+    series = series_on_grid(rec.log, rig, settings["h"], "furuta13")
+    probs = []
+    for r in reps:
+        prob, X0, th0, _ = build_problem(rig, spec, list(spec.parameters), [series] * r, settings)
+        th0 = np.clip(th0, prob.lower, prob.upper)
+        probs.append((prob, jnp.asarray(X0), jnp.asarray(th0)))
+    structure = probs[0][0].structure
+    models = {
+        "one vmap": _Model(structure, None),
+        f"chunks of {LINEARIZE_CHUNK}": _Model(structure, LINEARIZE_CHUNK),
+    }
+    for m in models.values():
+        for prob, X0, th0 in probs:
+            jax.block_until_ready(m.linearize(X0, th0, prob._args))  # compile
+    for label, m in models.items():
+        for prob, X0, th0 in probs:
+            wall, cpu = [], []
+            for _ in range(repeats):
+                t, c = time.perf_counter(), time.process_time()
+                jax.block_until_ready(m.linearize(X0, th0, prob._args))
+                wall.append(time.perf_counter() - t)
+                cpu.append(time.process_time() - c)
+            n = prob.y.shape[0]
+            per = 1e3 * min(cpu) / n
+            print(f"{label:14s} n = {n:6d}: linearization wall {min(wall):.3f} s, CPU "
+                  f"{min(cpu):.3f} s, CPU per 1000 steps {per:.4f} s", flush=True)  # fmt: skip
+
+
 def memory(sizes=(2000, 8000, 32000)) -> None:
     print("furuta13 tree LM alone, fresh process per size (peak RSS includes JAX and XLA)")
     for n in sizes:
@@ -202,8 +245,11 @@ if __name__ == "__main__":
     ap.add_argument("--no-spook", action="store_true")
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--scaling", action="store_true")
     a = ap.parse_args()
-    if a.memory_child:
+    if a.scaling:
+        scaling(repeats=a.repeats)
+    elif a.memory_child:
         memory_one(a.memory_child)
     elif a.memory:
         memory()
