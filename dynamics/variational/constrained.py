@@ -47,6 +47,7 @@ import numpy as np
 from physid.dynamics import newton_euler
 from physid.dynamics.tree import WORLD, Tree, TreeParams
 from physid.dynamics.variational import midpoint
+from physid.dynamics.variational import slots as slot_forms
 from physid.dynamics.variational.kinematics import world_poses
 
 # Newton stops when the correction of q_{k+1} is below this (rad or m): round-off of the
@@ -201,30 +202,26 @@ def discrete_forces(system: ClosedTree, params: TreeParams, q0, q1, u, h):
 
 
 def slots(system: ClosedTree, params: TreeParams, q0, q1, u, h):
-    """(D₁L_d + F⁻, D₂L_d + F⁺) [n] each, from one gradient.
+    """(D₁L_d + F⁻, D₂L_d + F⁺) [n] each, in closed form (``variational.slots``).
 
-    The impulse of a point load, (h/2) J_p(q̄)ᵀ F, is the derivative with respect to q₀ (and
-    to q₁) of the work h F·x_p(q̄) with F held at its value at q̄ (q̄ = (q₀ + q₁)/2): adding
-    that work to L_d puts the loads into the same gradient pass as the Lagrangian, sharing
-    its pose recursion. F is evaluated outside the gradient but still depends on (q₀, q₁),
-    so the derivatives of these slots (the KKT matrix, eqs. 7–8) are exact. Joint forces
-    (actuators, friction) need no kinematics and are added as (h/2) F_c.
+    The impulse of a point load, (h/2) J_p(q̄)ᵀ F (q̄ = (q₀ + q₁)/2), enters as the world
+    wrench (F, x_p × F) of the force at its point at q̄, with F in the world frame at q̄ (a
+    body-frame load turns with its body). Joint forces (actuators, friction) are added as
+    (h/2) F_c. First derivatives only: the KKT matrix (eqs. 7–8) is one forward-mode pass.
     """
-    tree = system.tree
-    qm, v = 0.5 * (q0 + q1), (q1 - q0) / h
     ua, _ = split_input(system, u)
-    half = 0.5 * h * midpoint.nonconservative_forces(tree, params, qm, v, ua)
-    forces = world_forces(system, params, qm, u) if system.loads else None
+    wrenches_of = None
+    if system.loads:
+        bodies = tuple(ld.body for ld in system.loads)
 
-    def forced_ld(a, b):
-        ld = midpoint.discrete_lagrangian(tree, params, a, b, h)
-        if forces is None:
-            return ld
-        mid = 0.5 * (a + b)
-        return ld + h * jnp.sum(forces * load_points(system, params, mid))
+        def wrenches_of(qm):
+            R, p = world_poses(system.tree, params, qm)
+            x = _points_on(system.loads, R, p)
+            return slot_forms.load_wrenches(
+                system.tree, bodies, x, world_forces(system, params, qm, u)
+            )
 
-    D1, D2 = jax.grad(forced_ld, argnums=(0, 1))(q0, q1)
-    return D1 + half, D2 + half
+    return slot_forms.slot_derivatives(system.tree, params, q0, q1, h, wrenches_of, ua)
 
 
 # --- the step ------------------------------------------------------------------------------
