@@ -295,32 +295,40 @@ def _guess(system: ClosedTree, params: TreeParams, q0, p0, H0, h):
 
 
 def _newton(system: ClosedTree, params: TreeParams, q0, p0, u, h):
-    """(q₁, λ, last correction) by Newton's method on (G₁, G₂) from ``_guess`` and λ = 0.
+    """(q₁, λ, last correction, K) by Newton's method on (G₁, G₂) from ``_guess`` and λ = 0,
+    with K the KKT matrix of the last iteration.
 
-    Full Newton: the KKT matrix is formed at every iterate (one forward-mode pass gives the
-    rows and their q₁-Jacobian). A simplified Newton with the matrix frozen at the guess was
-    tried first and measured: for the hexagon under the draft's 20 N force (corners bending
-    by over 1 rad) it stalled at ‖h‖ ~ 1e-3 after 30 iterations, while full Newton converges
-    quadratically in 3–5. Dh(q₀) is computed once: G is linear in λ with that fixed matrix."""
+    Full Newton: the KKT matrix is formed at every iterate (one forward-mode pass over the
+    closed-form slots gives the rows and their q₁-Jacobian). A simplified Newton with the
+    matrix frozen at the guess was tried first and measured: for the hexagon under the draft's
+    20 N force (corners bending by over 1 rad) it stalled at ‖h‖ ~ 1e-3 after 30 iterations,
+    while full Newton converges quadratically in 3–5. Dh(q₀) is computed once: G is linear in
+    λ with that fixed matrix.
+
+    The returned K was formed at the iterate before the last correction (below 1e-12): it is
+    the Jacobian at the solution to ~1e-12 relative, which is what the implicit-function
+    derivatives need (``solve_step``'s JVP reuses it instead of forming it again)."""
     n, m = system.n_dof, system.n_constraints
     H0 = constraint_jacobian(system, params, q0)
     q_start = _guess(system, params, q0, p0, H0, h)
 
     def not_done(state):
-        *_, correction, k = state
+        *_, correction, k, _ = state
         return (correction > NEWTON_TOLERANCE) & (k < NEWTON_MAX_ITERATIONS)
 
     def iterate(state):
-        q1, lam, _, k = state
+        q1, lam, _, k, _ = state
         rows, jac = _rows_and_jacobian(system, params, q0, q1, u, h)
         G = jnp.concatenate([p0 + rows[:n] - H0.T @ lam, rows[n:]])
-        dz = jnp.linalg.solve(_kkt(jac, H0), G)
+        K = _kkt(jac, H0)
+        dz = jnp.linalg.solve(K, G)
         q1, lam = q1 - dz[:n], lam - dz[n:]
-        return q1, lam, jnp.max(jnp.abs(dz[:n])), k + 1
+        return q1, lam, jnp.max(jnp.abs(dz[:n])), k + 1, K
 
-    start = (q_start, jnp.zeros(m, q0.dtype), jnp.inf, 0)
-    q1, lam, correction, _ = jax.lax.while_loop(not_done, iterate, start)
-    return q1, lam, correction
+    K0 = jnp.zeros((n + m, n + m), q0.dtype)
+    start = (q_start, jnp.zeros(m, q0.dtype), jnp.inf, 0, K0)
+    q1, lam, correction, _, K = jax.lax.while_loop(not_done, iterate, start)
+    return q1, lam, correction, K
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -328,20 +336,23 @@ def solve_step(system: ClosedTree, params: TreeParams, q0, p0, u, h):
     """One step (eq. 5): (q₁, p₁, λ₀) from (q₀, p₀) under input u over a step of h (s).
     Differentiable in every argument but ``system`` through the implicit-function theorem
     (``step_jvp``), never through Newton's iterations."""
-    q1, lam, _ = _newton(system, params, q0, p0, u, h)
+    q1, lam, _, _ = _newton(system, params, q0, p0, u, h)
     return q1, momentum_out(system, params, q0, q1, u, h), lam
 
 
-def step_jvp(system: ClosedTree, params, q0, p0, u, h, q1, lam, tangents):
+def step_jvp(system: ClosedTree, params, q0, p0, u, h, q1, lam, tangents, K=None):
     """(dq₁, dp₁, dλ) of the step at its solution (q₁, λ) for ``tangents`` = (dparams, dq₀,
-    dp₀, du, dh) — eqs. 6–8 without forming A_k or B_k."""
+    dp₀, du, dh) — eqs. 6–8 without forming A_k or B_k. K: the KKT matrix at the solution
+    if the caller has it (formed here otherwise)."""
     primals = (params, q0, p0, u, h)
 
     def G(params, q0, p0, u, h):
         return del_residual(system, params, q0, p0, q1, lam, u, h)
 
     _, dG = jax.jvp(G, primals, tangents)
-    dz = -jnp.linalg.solve(kkt_matrix(system, params, q0, q1, u, h), dG)
+    if K is None:
+        K = kkt_matrix(system, params, q0, q1, u, h)
+    dz = -jnp.linalg.solve(K, dG)
     n = system.n_dof
     dq1, dlam = dz[:n], dz[n:]
     dparams, dq0, _, du, dh = tangents
@@ -356,8 +367,9 @@ def step_jvp(system: ClosedTree, params, q0, p0, u, h, q1, lam, tangents):
 @solve_step.defjvp
 def _solve_step_jvp(system, primals, tangents):
     params, q0, p0, u, h = primals
-    q1, p1, lam = solve_step(system, *primals)
-    dq1, dp1, dlam = step_jvp(system, params, q0, p0, u, h, q1, lam, tangents)
+    q1, lam, _, K = _newton(system, params, q0, p0, u, h)
+    p1 = momentum_out(system, params, q0, q1, u, h)
+    dq1, dp1, dlam = step_jvp(system, params, q0, p0, u, h, q1, lam, tangents, K)
     return (q1, p1, lam), (dq1, dp1, dlam)
 
 
