@@ -4,7 +4,11 @@ draft's steepest descent with Armijo (α = β = 0.4, adjoint gradients, stop at 
 both from κ = [10, 25] on noise-free end-effector positions of a κ = [20, 20] simulation over
 the spec's 1 s horizon, both after compilation, in one process.
 
-    .venv/bin/python benchmarks/hexagon_identification.py [--repeats 3] [--skip-sd]
+    .venv/bin/python benchmarks/hexagon_identification.py [--repeats 3] [--sd-repeats 1]
+        [--skip-sd]
+
+It also prints the time of one rollout (the spec's 100 steps) and of one residual + Jacobian
+(2 tangents), medians of ``--repeats`` calls after compilation.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def problem(rig):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sd-repeats", type=int, default=1)
     ap.add_argument("--skip-sd", action="store_true")
     args = ap.parse_args()
     rig = load_loop(load_spec("hexagon_loop"))
@@ -71,6 +76,14 @@ def main() -> None:
     for f in (residual, residual_jacobian):
         jax.block_until_ready(f(jnp.asarray(start)))
     print(f"compilation (LM: 2 functions): {time.perf_counter() - t0:.1f} s", flush=True)
+    for name, f in (("rollout + residual", residual), ("residual + Jacobian", residual_jacobian)):
+        times = []
+        for _ in range(max(args.repeats, 3)):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(jnp.asarray(start)))
+            times.append(time.perf_counter() - t0)
+        ms = 1e3 * np.median(times)
+        print(f"{name}: {ms:.1f} ms ({ms / rig.steps:.2f} ms per step)", flush=True)
     truth = rig.true_kappa()
     lm_times, sd_times = [], []
     for _ in range(args.repeats):
@@ -89,7 +102,7 @@ def main() -> None:
     for f in (cost, cost_gradient):
         jax.block_until_ready(f(jnp.asarray(start)))
     print(f"compilation (SD: 2 functions): {time.perf_counter() - t0:.1f} s", flush=True)
-    for _ in range(args.repeats):
+    for _ in range(args.sd_repeats):
         t0 = time.perf_counter()
         sd = steepest_descent_armijo(cost_gradient, cost, start)
         sd_times.append(time.perf_counter() - t0)
