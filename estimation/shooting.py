@@ -69,9 +69,16 @@ def levenberg_marquardt(
             reason, converged = "gradient at round-off", True
             return _result(theta, cost, it - 1, evaluations, converged, reason, history, J, r)
         D = np.diag(np.diag(JtJ))
+        first_trial = True
         while True:
             step = np.linalg.solve(JtJ + mu * D, -g)
             trial = np.clip(theta + step, lo, hi)
+            if first_trial and _negligible(trial - theta, theta, step_tol):
+                # The undamped-enough first proposal of this iteration is already at
+                # round-off: trying it (and its rejected successors) costs rollouts only.
+                reason, converged = "step at round-off", True
+                return _result(theta, cost, it - 1, evaluations, converged, reason, history, J, r)
+            first_trial = False
             r_trial = np.asarray(residual(trial))
             evaluations += 1
             cost_trial = 0.5 * float(r_trial @ r_trial)
@@ -88,7 +95,7 @@ def levenberg_marquardt(
                     theta, cost, it, evaluations, True, "no decrease possible (round-off)",
                     history, J, r,
                 )  # fmt: skip
-        small = np.all(np.abs(trial - theta) <= step_tol * np.maximum(np.abs(theta), 1e-300))
+        small = _negligible(trial - theta, theta, step_tol)
         theta = trial
         r, J = (np.asarray(a) for a in residual_jacobian(theta))
         cost = 0.5 * float(r @ r)
@@ -98,6 +105,10 @@ def levenberg_marquardt(
             reason, converged = "step at round-off", True
             return _result(theta, cost, it, evaluations, converged, reason, history, J, r)
     return _result(theta, cost, max_iter, evaluations, converged, reason, history, J, r)
+
+
+def _negligible(step, theta, step_tol) -> bool:
+    return bool(np.all(np.abs(step) <= step_tol * np.maximum(np.abs(theta), 1e-300)))
 
 
 def _result(theta, cost, iterations, evaluations, converged, reason, history, J, r):
