@@ -114,10 +114,12 @@ def identify(
 ) -> Estimate:
     """Identify the spec's ``[parameters]`` from ``data`` and return the ``Estimate``.
 
-    Pendulum and Furuta rigs take encoder logs: Streams or files (``.csv``, ``.bin``); with
-    several, the first is fitted and each other one cross-validates the fit
-    (``estimate.cv_cost``). The ellipse drop takes one pose CSV (``t,x,y,theta``) or a Stream
-    of those channels. ``progress`` receives one line of text per step (e.g. ``print``).
+    Pendulum, Furuta and tree rigs take encoder logs: Streams or files (``.csv``, ``.bin``).
+    The SPOOK estimator fits the first and each other one cross-validates the fit
+    (``estimate.cv_cost``); the tree estimator (``[method] estimator = "tree"``, the only one
+    of a ``model = "tree"`` rig) fits all of them jointly. The ellipse drop takes one pose
+    CSV (``t,x,y,theta``) or a Stream of those channels. ``progress`` receives one line of
+    text per step (e.g. ``print``).
     Nothing is written to disk (``estimate.write("estimate.json")`` does that)."""
     spec = load_spec(spec)
     items = [data] if isinstance(data, Stream | str | Path) else list(data)
@@ -125,8 +127,14 @@ def identify(
         raise InputError("identify: no data given; pass an encoder log, a pose CSV or a Stream")
     if spec.model == "ellipse_drop":
         return _identify_drop(spec, items, progress)
-    if spec.model not in HINGED:
+    if spec.model not in (*HINGED, "tree"):
         raise InputError(f"{spec.path}: no estimator for model {spec.model!r} in this API yet")
+    streams = [d if isinstance(d, Stream) else read_log(d, spec) for d in items]
+    labels = [_label(d, i) for i, d in enumerate(items)]
+    from physid.rigs.models.identify_tree import estimator
+
+    if estimator(spec) == "tree":
+        return _identify_tree(spec, streams, labels, progress)
     from physid.rigs.models.identify_hinged import (
         enable_compilation_cache,
         identify_series,
@@ -139,14 +147,33 @@ def identify(
     enable_compilation_cache()
     rig = kind_module(spec).build(spec)
     h = method_settings(spec)["h"]
-    streams = [d if isinstance(d, Stream) else read_log(d, spec) for d in items]
-    labels = [_label(d, i) for i, d in enumerate(items)]
     for stream, label in zip(streams, labels, strict=True):
         refuse_long_gaps(stream, spec, label)  # [method] max_gap: not bridged by the fit
     series = [
         series_on_grid(s, rig.channels, h, lab) for s, lab in zip(streams, labels, strict=True)
     ]
     estimate, _ = identify_series(spec, rig, series, None, progress, labels)
+    return estimate
+
+
+def _identify_tree(spec: RigSpec, streams: list[Stream], labels: list[str], progress):
+    """The tree estimator (``[method] estimator = "tree"``, and every ``model = "tree"``
+    rig): all logs fitted jointly, one parameter set and states per log."""
+    from physid.rigs.models.identify_hinged import enable_compilation_cache, refuse_long_gaps
+    from physid.rigs.models.identify_tree import (
+        identify_tree_series,
+        series_on_grid,
+        tree_rig_of,
+        tree_settings,
+    )
+
+    enable_compilation_cache()
+    rig = tree_rig_of(spec)
+    h = tree_settings(spec)["h"]
+    for stream, label in zip(streams, labels, strict=True):
+        refuse_long_gaps(stream, spec, label)  # [method] max_gap: not bridged by the fit
+    series = [series_on_grid(s, rig, h, lab) for s, lab in zip(streams, labels, strict=True)]
+    estimate, _ = identify_tree_series(spec, rig, series, progress, labels)
     return estimate
 
 
