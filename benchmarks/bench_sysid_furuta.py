@@ -78,24 +78,25 @@ SETTERS = {
 
 
 # MuJoCo refuses to compile a body whose principal inertias break the triangle inequality
-# (A + B ≥ C), which physid enforces too (physical consistency), so the upper bound of each
-# fitted diagonal entry is the sum of the other two, fixed ones: the same feasible set.
+# (A + B ≥ C), which physid enforces too (physical consistency), so each fitted diagonal
+# entry lies between the difference and the sum of the other two, fixed ones.
 TRIANGLE = {"arm.inertia.zz": ("arm", 2), "pendulum.inertia.xx": ("pendulum", 0)}
 
 
 def starts_and_bounds(model: mujoco.MjModel) -> dict[str, tuple[float, float, float]]:
     """(start, lower, upper) in SI of each parameter, from the physid spec: the same for
-    both, the inertias' upper bounds at the triangle inequality."""
+    both, the inertias' bounds narrowed to the triangle inequality."""
     spec = physid.load_spec(SPEC)
     out = {}
     for name in SETTERS:
         p = spec.parameters[name]
-        upper = p.upper
+        lower, upper = p.lower, p.upper
         if name in TRIANGLE:
             body, axis = TRIANGLE[name]
-            diag = model.body_inertia[model.body(body).id]
-            upper = min(upper, float(diag.sum() - diag[axis]))
-        out[name] = (p.initial, p.lower, upper)
+            a, b = np.delete(model.body_inertia[model.body(body).id], axis)
+            lower = max(lower, (1 + 1e-9) * abs(a - b))  # 1e-9: rounding
+            upper = min(upper, (1 - 1e-9) * (a + b))
+        out[name] = (p.initial, lower, upper)
     return out
 
 
