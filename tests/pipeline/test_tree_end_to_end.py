@@ -144,7 +144,7 @@ def test_seed_experiment_4_7_through_simulate_and_identify(tmp_path):
 def test_python_api_reaches_the_tree_estimator(tmp_path):
     """``physid.identify`` honours ``[method] estimator = "tree"``: the tree path's own
     refusal of a drive on a rig without an actuator (the paper's pendulum) comes back. The
-    SPOOK path takes the same log (its u column is unused). Cheap: it stops before anything
+    SPOOK path fits the same log and only notes that the model ignores its drive. Cheap: it stops before anything
     is compiled."""
     src = (ROOT / "rigs" / "specs" / "pendulum.toml").read_text()
     spec = tmp_path / "pendulum.toml"
@@ -154,5 +154,5 @@ def test_python_api_reaches_the_tree_estimator(tmp_path):
     encoder = next(k for k, v in sensors.items() if v.get("kind") == "encoder")
     values = np.column_stack([0.1 * np.cos(3 * t), np.full(t.size, 0.5)])
     log = Stream(t, values, (encoder, "u"), ("rad", "V"), np.zeros(values.shape, bool))
-    with pytest.raises(InputError, match="has no actuator"):
+    with pytest.raises(InputError, match="has no actuator to take an input"):
         physid.identify(spec, log)
