@@ -144,8 +144,8 @@ def test_seed_experiment_4_7_through_simulate_and_identify(tmp_path):
 def test_python_api_reaches_the_tree_estimator(tmp_path):
     """``physid.identify`` honours ``[method] estimator = "tree"``: the tree path's own
     refusal of a drive on a rig without an actuator (the paper's pendulum) comes back. The
-    SPOOK path fits the same log and only notes that the model ignores its drive. Cheap: it stops before anything
-    is compiled."""
+    SPOOK path fits the same log and only notes that the model ignores its drive. Cheap: it
+    stops before anything is compiled."""
     src = (ROOT / "rigs" / "specs" / "pendulum.toml").read_text()
     spec = tmp_path / "pendulum.toml"
     spec.write_text(src.replace("[method]\n", '[method]\nestimator = "tree"\n', 1))
