@@ -6,20 +6,26 @@ from its MJCF file by all three. The parameter Jacobian is ∂τ/∂φ for the 1
 parameters of every body: physid's closed-form regressor and, for comparison, jax.jacfwd of
 RNEA through the same parameters; Pinocchio's computeJointTorqueRegressor; MuJoCo has none.
 
-physid runs in two layouts: one vmap over all states, and lax.map over chunks of CHUNK states
-each vmapped (the chunk's intermediates stay in cache), each with the recursions as lax.scan
-or unrolled. On a shared machine the load changes within seconds, so every row times physid
+physid's batched kernels (dynamics/batched.py: structure of arrays, every spatial operation
+written out on [batch] rows, recursions unrolled over bodies) run as one jitted call over
+all states ("batched") and as lax.map over chunks of CHUNK states ("batched, chunks"). With
+``--with-vmap`` also the single-state functions of dynamics/newton_euler.py, vmapped: one
+vmap over all states, and lax.map over chunks of CHUNK states each vmapped, each with the
+recursions as lax.scan or unrolled (the layouts measured before the batched kernels).
+
+On a shared machine the load changes within seconds, so every row times physid
 and its peers interleaved (physid's batch, then PEER_CALLS calls of each peer, REPEATS
 times): times are medians, µs per state, and each ratio is the median of the REPEATS ratios
 of neighbouring runs (peer's time over physid's; > 1: physid is faster).
 
-    .venv/bin/python benchmarks/bench_newton_euler.py [--states N]
+    .venv/bin/python benchmarks/bench_newton_euler.py [--states N] [--chunk N] [--with-vmap]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import time
 from pathlib import Path
@@ -31,6 +37,7 @@ import numpy as np
 import pinocchio as pin
 
 import physid.dynamics  # noqa: F401
+from physid.dynamics import batched as batched_kernels
 from physid.dynamics import newton_euler
 from physid.dynamics.tree import BodyParams
 from physid.rigs.models.tree.mjcf import read_model_file
@@ -71,6 +78,29 @@ def physid_functions(tree, params):
         return jax.jacfwd(tau_of)(phi)
 
     return {"RNEA": rnea, "ABA": aba, "∂τ/∂φ regressor": regressor, "∂τ/∂φ jacfwd": jacfwd}
+
+
+def batched_functions(tree, params):
+    """The batched kernels as functions of (Q, Q̇, Q̈ or τ), params bound as jit arguments."""
+    kernels = {
+        "RNEA": batched_kernels.rnea_batch,
+        "ABA": batched_kernels.aba_batch,
+        "∂τ/∂φ regressor": batched_kernels.regressor_batch,
+    }
+    return {name: functools.partial(k, tree, params) for name, k in kernels.items()}
+
+
+def batched_layout(fn, layout: str, chunk: int):
+    """jit of a batched kernel over all states at once, or lax.map over chunks."""
+    if layout == "batched":
+        return jax.jit(fn)
+
+    def chunked(*args):
+        shaped = tuple(x.reshape(-1, chunk, *x.shape[1:]) for x in args)
+        out = jax.lax.map(lambda a: fn(*a), shaped)
+        return out.reshape(-1, *out.shape[2:])
+
+    return jax.jit(chunked)
 
 
 def batched(fn, layout: str):
@@ -137,16 +167,25 @@ def paired_times(physid_call, n_states: int, peers: dict, n_calls: int):
     return float(np.median(ours)), out
 
 
+def print_row(name, how, t, peer, peer_names):
+    cells = [f"{peer[p][0] * 1e6:.3f}" if p in peer else "n/a" for p in peer_names]
+    ratios = [f"{peer[p][1]:.2f}" if p in peer else "n/a" for p in peer_names]
+    print("| " + " | ".join([name, how, f"{t * 1e6:.3f}", *cells, *ratios]) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--states", type=int, default=10_000)
     parser.add_argument("--peer-calls", type=int, default=PEER_CALLS)
+    parser.add_argument("--chunk", type=int, default=CHUNK)
+    parser.add_argument("--with-vmap", action="store_true", help="also the vmapped layouts")
+    parser.add_argument("--models", nargs="+", default=["furuta", "arm7"])
     args = parser.parse_args()
     n = args.states
     n_calls = min(n, args.peer_calls)
-    print(f"{n} states; physid: jit(vmap) and lax.map over chunks of {CHUNK}; peers per call")
-    print(f"load average at start: {os.getloadavg()[0]:.1f}")
-    for label in ("furuta", "arm7"):
+    print(f"{n} states; physid batched kernels (one call, chunks of {args.chunk}); peers per call")
+    print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
+    for label in args.models:
         path = DATA / f"{label}.xml"
         model = build_model(read_model_file(path))
         rng = np.random.default_rng(0)
@@ -154,30 +193,39 @@ def main() -> None:
         Q, QD, X = (rng.normal(size=(n, nv)) for _ in range(3))
         peer_calls = {"Pinocchio": pinocchio_calls(path), "MuJoCo": mujoco_calls(path)}
         args_j = tuple(jnp.asarray(x) for x in (Q, QD, X))
+
+        def peers_of(key, peer_calls=peer_calls, Q=Q, QD=QD, X=X):
+            return {
+                p: peer_loop(calls[key], Q, QD, X, n_calls)
+                for p, calls in peer_calls.items()
+                if key in calls
+            }
+
         print(f"\n### {label} ({nv} joints, {model.tree.n_bodies} bodies), µs per state")
         print(
             "| quantity | layout | physid | Pinocchio | MuJoCo | Pinocchio/physid | MuJoCo/physid |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|", flush=True)
+        for name, fn in batched_functions(model.tree, model.params).items():
+            for layout in ("batched", "batched, chunks"):
+                compiled = batched_layout(fn, layout, args.chunk).lower(*args_j).compile()
+                call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731
+                call()  # warm
+                t, peer = paired_times(call, n, peers_of(name), n_calls)
+                print_row(name, layout, t, peer, peer_calls)
+        if not args.with_vmap:
+            continue
         for unroll in (False, True):
             tree = dataclasses.replace(model.tree, unroll=unroll)
             for name, fn in physid_functions(tree, model.params).items():
                 key = "∂τ/∂φ regressor" if name.startswith("∂τ/∂φ") else name
-                peers = {
-                    p: peer_loop(calls[key], Q, QD, X, n_calls)
-                    for p, calls in peer_calls.items()
-                    if key in calls
-                }
                 for layout in ("vmap", "chunks"):
                     compiled = batched(fn, layout).lower(*args_j).compile()
                     call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731
                     call()  # warm
-                    t, peer = paired_times(call, n, peers, n_calls)
-                    cells = [f"{peer[p][0] * 1e6:.3f}" if p in peer else "n/a" for p in peer_calls]
-                    ratios = [f"{peer[p][1]:.2f}" if p in peer else "n/a" for p in peer_calls]
+                    t, peer = paired_times(call, n, peers_of(key), n_calls)
                     how = f"{layout}, {'unrolled' if unroll else 'scan'}"
-                    row = [name, how, f"{t * 1e6:.3f}", *cells, *ratios]
-                    print("| " + " | ".join(row) + " |")
+                    print_row(name, how, t, peer, peer_calls)
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 
