@@ -15,8 +15,9 @@ recursions as lax.scan or unrolled (the layouts measured before the batched kern
 
 On a shared machine the load changes within seconds, so every row times physid
 and its peers interleaved (physid's batch, then PEER_CALLS calls of each peer, REPEATS
-times): times are medians, µs per state, and each ratio is the median of the REPEATS ratios
-of neighbouring runs (peer's time over physid's; > 1: physid is faster).
+times): times are medians (wall clock), µs per state, and each ratio is the median of the
+REPEATS ratios of neighbouring runs (peer's time over physid's; > 1: physid is faster), of
+wall-clock times and of CPU times (time.process_time, all threads of the process).
 
     .venv/bin/python benchmarks/bench_newton_euler.py [--states N] [--chunk N] [--with-vmap]
 """
@@ -49,10 +50,11 @@ CHUNK = 500
 PEER_CALLS = 2000  # per run: 10-60 ms, about one physid batch
 
 
-def elapsed(fn) -> float:
-    start = time.perf_counter()
+def elapsed(fn) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (this process, all threads) of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
     jax.block_until_ready(fn())
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def physid_functions(tree, params):
@@ -153,24 +155,29 @@ def peer_loop(call, Q, QD, X, n_calls: int):
 
 def paired_times(physid_call, n_states: int, peers: dict, n_calls: int):
     """physid's batch and each peer's loop timed in turn, REPEATS times: (physid µs per
-    state, {peer: (µs per call, median ratio peer/physid)})."""
+    state, {peer: (µs per call, median ratio peer/physid of wall times, the same of CPU
+    times)}). On a loaded machine the CPU-time ratio is the steadier one: a process that
+    waits for a core is not charged for it."""
     runs = {"physid": [], **{name: [] for name in peers}}
     for _ in range(REPEATS):
-        runs["physid"].append(elapsed(physid_call) / n_states)
+        runs["physid"].append(np.asarray(elapsed(physid_call)) / n_states)
         for name, loop in peers.items():
-            runs[name].append(elapsed(loop) / n_calls)
+            runs[name].append(np.asarray(elapsed(loop)) / n_calls)
     ours = np.asarray(runs["physid"])
-    out = {
-        name: (float(np.median(runs[name])), float(np.median(np.asarray(runs[name]) / ours)))
-        for name in peers
-    }
-    return float(np.median(ours)), out
+    out = {}
+    for name in peers:
+        theirs = np.asarray(runs[name])
+        ratio = np.median(theirs / ours, axis=0)
+        out[name] = (float(np.median(theirs[:, 0])), float(ratio[0]), float(ratio[1]))
+    return float(np.median(ours[:, 0])), out
 
 
 def print_row(name, how, t, peer, peer_names):
     cells = [f"{peer[p][0] * 1e6:.3f}" if p in peer else "n/a" for p in peer_names]
     ratios = [f"{peer[p][1]:.2f}" if p in peer else "n/a" for p in peer_names]
-    print("| " + " | ".join([name, how, f"{t * 1e6:.3f}", *cells, *ratios]) + " |", flush=True)
+    cpu = [f"{peer[p][2]:.2f}" if p in peer else "n/a" for p in peer_names]
+    row = [name, how, f"{t * 1e6:.3f}", *cells, *ratios, *cpu]
+    print("| " + " | ".join(row) + " |", flush=True)
 
 
 def main() -> None:
@@ -180,6 +187,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=CHUNK)
     parser.add_argument("--with-vmap", action="store_true", help="also the vmapped layouts")
     parser.add_argument("--models", nargs="+", default=["furuta", "arm7"])
+    parser.add_argument("--layouts", nargs="+", default=["batched", "batched, chunks"])
     args = parser.parse_args()
     n = args.states
     n_calls = min(n, args.peer_calls)
@@ -203,11 +211,12 @@ def main() -> None:
 
         print(f"\n### {label} ({nv} joints, {model.tree.n_bodies} bodies), µs per state")
         print(
-            "| quantity | layout | physid | Pinocchio | MuJoCo | Pinocchio/physid | MuJoCo/physid |"
+            "| quantity | layout | physid | Pinocchio | MuJoCo | Pinocchio/physid | MuJoCo/physid"
+            " | Pinocchio/physid (CPU) | MuJoCo/physid (CPU) |"
         )
-        print("|---|---|---|---|---|---|---|", flush=True)
+        print("|---|---|---|---|---|---|---|---|---|", flush=True)
         for name, fn in batched_functions(model.tree, model.params).items():
-            for layout in ("batched", "batched, chunks"):
+            for layout in args.layouts:
                 compiled = batched_layout(fn, layout, args.chunk).lower(*args_j).compile()
                 call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731
                 call()  # warm
