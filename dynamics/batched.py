@@ -10,8 +10,14 @@ falling beyond ~100 states (docs/benchmarks.md, issue 21). Here every state quan
 three such rows, and every spatial operation is written out as products and sums of those
 rows. The recursion over bodies is unrolled in Python over the static tree (bodies, never
 states). The whole computation is then one elementwise program over the batch, which XLA
-fuses into a few loops that keep a state's intermediates in registers. What depends only
-on the parameters (placements, axes, subspaces, body inertias) stays scalar and broadcasts.
+fuses into loops that keep a state's intermediates in registers. What depends only on the
+parameters (placements, axes, subspaces, body inertias) stays scalar and broadcasts.
+
+Two things XLA's CPU fusion does to such a program had to be steered (``_evaluate``,
+``_barrier``): it fuses the whole computation into the final stack of output columns, which
+then recomputes everything once per column; and it duplicates every cheap value into each
+loop that reads it, so that the loop of a deep body's output recomputes all bodies above
+it, and compile time grows steeply with depth. Measured speeds: docs/benchmarks.md, issue 21.
 
 Same conventions and results as ``dynamics.newton_euler`` (tested to 1e-12 relative):
 twists ``[v, ω]`` in body coordinates, X_i = Ad_{T_λi⁻¹} (3), gravity as a base acceleration
@@ -240,7 +246,7 @@ def _barrier(values, Q):
 
 
 def _barrier_source(tree: Tree, Q):
-    """Q where the tree is deep enough for barriers to pay (``BARRIER_BODIES``), else None."""
+    """Q (barriers on) for trees of ``BARRIER_BODIES`` bodies or more, else None."""
     return Q if tree.n_bodies >= BARRIER_BODIES else None
 
 

@@ -17,7 +17,16 @@ from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
 
 DATA = Path(__file__).parents[1] / "data" / "trees"
-MODELS = ("pendulum", "double_pendulum", "furuta", "cartpole", "arm7")
+# The 7-joint arm's batched ABA and regressor take minutes to compile (8 unrolled bodies,
+# each materialized: dynamics/batched.py), over this module's share of the default run:
+# its case runs with -m slow.
+MODELS = (
+    "pendulum",
+    "double_pendulum",
+    "furuta",
+    "cartpole",
+    pytest.param("arm7", marks=pytest.mark.slow),
+)
 N_STATES = 6
 # The two sides evaluate the same formulas in float64 in a different order (written-out
 # products vs the vmapped scan), O(10²) operations per body: rounding differs by ~1e-15
