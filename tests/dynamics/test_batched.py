@@ -4,19 +4,17 @@ test_newton_euler.py), on random states of every tree in tests/data/trees, and t
 parameter JVP against central finite differences.
 """
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tree_cases import DATA, FAST_COMPILE, rel
 
 import physid.dynamics  # noqa: F401 (float64)
 from physid.dynamics import batched, newton_euler
 from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
 
-DATA = Path(__file__).parents[1] / "data" / "trees"
 # The 7-joint arm's batched ABA and regressor take minutes to compile (8 unrolled bodies,
 # each materialized: dynamics/batched.py), over this module's share of the default run:
 # its case runs with -m slow.
@@ -33,14 +31,6 @@ N_STATES = 6
 # relative (measured ≤ 7e-16). 1e-12 leaves three orders of margin and still catches any wrong
 # term (a dropped Coriolis, parallel-axis or armature term is ≥ 1e-3 relative here).
 RTOL = 1e-12
-# LLVM optimizations off: compiles ~40 % faster, float64 IEEE arithmetic unchanged.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-
-
-def rel(a, b):
-    """Largest relative error over states: ‖a − b‖ / ‖b‖ per state (rows)."""
-    a, b = np.asarray(a).reshape(len(a), -1), np.asarray(b).reshape(len(b), -1)
-    return float(np.max(np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)))
 
 
 class Case:

@@ -7,19 +7,17 @@ joint anchor off the body origin, a spring), Furuta (Quanser Qube), cartpole (a 
 with armature) and a 7-joint arm (Panda layout, full inertias, anchors, springs, a fixed hand).
 """
 
-from pathlib import Path
-
 import jax
 import mujoco
 import numpy as np
 import pinocchio as pin
 import pytest
+from tree_cases import DATA, FAST_COMPILE, rel
 
 from physid.dynamics import actuators, newton_euler
 from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
 
-DATA = Path(__file__).parents[1] / "data" / "trees"
 MODELS = ("pendulum", "double_pendulum", "furuta", "cartpole", "arm7")
 N_STATES = 50
 # Both sides compute in float64 with O(10²) operations per body; the worst conditioning here
@@ -27,13 +25,6 @@ N_STATES = 50
 # issue's bar and leaves three orders of margin while still catching any wrong term (a dropped
 # Coriolis or parallel-axis term is ≥ 1e-3 relative on these states).
 RTOL = 1e-10
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-
-
-def rel(a, b):
-    """Largest relative error over states: ‖a − b‖ / ‖b‖ per state (rows)."""
-    a, b = np.asarray(a).reshape(len(a), -1), np.asarray(b).reshape(len(b), -1)
-    return float(np.max(np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)))
 
 
 class Case:
