@@ -244,7 +244,9 @@ def _dotted(table: dict, leaf_key: str, prefix: str = "") -> dict:
 _KNOWN_TABLES = {"rig", "fixed", "parameters", "method", "sensors"}
 # Tables kept verbatim for the model builders (a misspelling of one of these is an error;
 # other tables are kept for builders this module does not know).
-_SECTIONS = {"simulation", "scene", "markers", "video", "tree", "closures", "loads", "groups"}
+_SECTIONS = {
+    "simulation", "scene", "markers", "video", "ground", "tree", "closures", "loads", "groups"
+}  # fmt: skip
 
 
 def _no_such_rig(path: Path) -> str:
