@@ -3,9 +3,9 @@
 Files written through a temporary file (``tempfile.mkstemp``, then a rename) are created
 mode 0600, whatever the user's umask; colleagues who can read ``report.html`` then could not
 read the ``estimate.json`` it links to. ``follow_umask(fd)`` gives such a file the mode an
-ordinary ``open()`` would have given it. ``atomic_open`` does all of it: every physid output
-file is written through it, so a crash or a full disk never leaves half a file under the
-final name.
+ordinary ``open()`` would have given it. ``atomic_open`` does all of it: estimates, logs, pose
+files, reports, plots and the sample's files are written through it, so a crash or a full
+disk never leaves half a file under the final name.
 """
 
 from __future__ import annotations

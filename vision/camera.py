@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 
 from physid.errors import InputError
+from physid.files import atomic_open
 
 MODELS = ("fisheye", "pinhole")
 # Iterative undistortion: OpenCV's default (10 iterations) leaves ~0.01 px errors at the edge
@@ -87,11 +88,9 @@ class Camera:
 
     def save(self, path: str | Path) -> Path:
         """Write the camera as JSON (atomically: a failed run never leaves half a file)."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        tmp.replace(path)
-        return path
+        with atomic_open(path) as fh:
+            fh.write(json.dumps(self.to_dict(), indent=2) + "\n")
+        return Path(path)
 
     @classmethod
     def from_dict(cls, raw: dict, where: str = "camera") -> Camera:

@@ -14,24 +14,22 @@ from pathlib import Path
 import numpy as np
 
 from physid.errors import InputError
+from physid.files import atomic_open
 from physid.streams import Stream
 
 
 def write_pose_csv(path: str | Path, stream: Stream, frames: np.ndarray) -> Path:
     """Write ``stream`` (a PoseStream) atomically; returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     miss = stream.missing.any(axis=1)
     cols = ["t", *stream.channels, "frame", "valid"]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as fh:
+    with atomic_open(path) as fh:
         fh.write(",".join(cols) + "\n")
         for k in range(len(stream)):
             vals = ["nan" if miss[k] else f"{v:.9g}" for v in stream.values[k]]
             fh.write(f"{stream.t[k]:.9f},{','.join(vals)},{int(frames[k])},{int(not miss[k])}\n")
-    tmp.replace(path)
-    side = path.with_name(path.name + ".json")
-    side.write_text(json.dumps(stream.source, indent=2, default=_jsonable) + "\n")
+    with atomic_open(path.with_name(path.name + ".json")) as fh:
+        fh.write(json.dumps(stream.source, indent=2, default=_jsonable) + "\n")
     return path
 
 

@@ -21,6 +21,7 @@ from physid.dynamics.planar_contact import Ellipse, Ground
 from physid.dynamics.planar_contact import simulate as simulate_irc
 from physid.errors import InputError
 from physid.estimation.estimate import Estimate, Result, Status, write_json_atomic
+from physid.estimation.figures import pyplot, save_figure
 from physid.estimation.flags import bound_flags, flag_parameters
 from physid.estimation.ipopt_contact import (
     ContactGeometry,
@@ -32,6 +33,7 @@ from physid.estimation.ipopt_contact import (
     slip_noise,
 )
 from physid.estimation.validation import validation
+from physid.files import atomic_open
 from physid.rigs.models import drop_checks
 from physid.spec import RigSpec
 from physid.streams import Stream
@@ -182,7 +184,7 @@ def simulate(spec: RigSpec, options, console) -> dict[str, Path]:
         "true poses": write_pose_csv(out / "poses_true.csv", traj.t[idx], traj.q[idx]),
     }
     imp = out / "impulses.csv"
-    with open(imp, "w", newline="") as fh:
+    with atomic_open(imp, newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["t", "cn", "ct", "lambda", "x", "y", "theta", "vx", "vy", "omega"])
         for k in range(steps):
@@ -223,13 +225,11 @@ def simulate(spec: RigSpec, options, console) -> dict[str, Path]:
 
 def write_pose_csv(path: Path, t: np.ndarray, q: np.ndarray) -> Path:
     """Write ``t,x,y,theta`` with full precision (repr round-trips floats)."""
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
+    with atomic_open(path, newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["t", *POSE_CHANNELS])
         for ti, qi in zip(t, q, strict=True):
             w.writerow([repr(float(ti)), *(repr(float(v)) for v in qi)])
-    tmp.replace(path)
     return path
 
 
@@ -826,12 +826,7 @@ def fit_extra(fit, m: float, t_m, q_m) -> dict:
 
 def plot_fit(path: Path, t_m, q_m, fit, m: float) -> Path:
     """Measured vs fitted poses and the identified impulses."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(4, 1, figsize=(8, 10), sharex=True)
+    fig, axes = pyplot().subplots(4, 1, figsize=(8, 10), sharex=True)
     for j, (name, unit) in enumerate(zip(POSE_CHANNELS, ("m", "m", "rad"), strict=True)):
         axes[j].plot(t_m, q_m[:, j], ".", ms=3, label="measured")
         axes[j].plot(fit.t, fit.q[:, j], "-", lw=1, label="fitted")
@@ -842,10 +837,5 @@ def plot_fit(path: Path, t_m, q_m, fit, m: float) -> Path:
     axes[3].set_ylabel("impulse (N s)")
     axes[3].set_xlabel("t (s)")
     axes[3].legend()
-    fig.suptitle(f"J/m = {fit.j_over_m * 1e6:.1f} mm^2, mu = {fit.mu:.3f}")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    title = f"J/m = {fit.j_over_m * 1e6:.1f} mm^2, mu = {fit.mu:.3f}"
+    return save_figure(fig, path, title, dpi=90)

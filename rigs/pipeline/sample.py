@@ -337,7 +337,8 @@ truth = "pendulum.truth.json"
 def _write_manifest(folder: Path, furuta_fixed: dict[str, str]) -> Path:
     items = ", ".join(f'{k} = "{v}"' for k, v in sorted(furuta_fixed.items()))
     path = folder / MANIFEST
-    path.write_text(MANIFEST_TEXT.replace("{furuta_set}", f"set = {{ {items} }}"))
+    with atomic_open(path) as fh:
+        fh.write(MANIFEST_TEXT.replace("{furuta_set}", f"set = {{ {items} }}"))
     return path
 
 
