@@ -70,6 +70,25 @@ def _since(t0: float, c0: float) -> str:
     return f"{time.perf_counter() - t0:.1f} s [CPU {time.process_time() - c0:.1f} s]"
 
 
+def _compile(label: str, fns, start) -> None:
+    """Compile ``fns`` by calling each once at ``start``; print the time it took."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    for f in fns:
+        jax.block_until_ready(f(jnp.asarray(start)))
+    print(f"compilation ({label}: {len(fns)} functions): {_since(t0, c0)}", flush=True)
+
+
+def _timed(run, repeats: int):
+    """``run()`` ``repeats`` times: its last result and the median wall and CPU seconds."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = run()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return result, float(np.median(walls)), float(np.median(cpus))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -79,58 +98,43 @@ def main() -> None:
     rig = load_loop(load_spec("hexagon_loop"))
     residual, residual_jacobian, cost, cost_gradient = problem(rig)
     start = np.array([10.0, 25.0])
-    t0, c0 = time.perf_counter(), time.process_time()
-    for f in (residual, residual_jacobian):
-        jax.block_until_ready(f(jnp.asarray(start)))
-    print(f"compilation (LM: 2 functions): {_since(t0, c0)}", flush=True)
+    _compile("LM", (residual, residual_jacobian), start)
     for name, f in (("rollout + residual", residual), ("residual + Jacobian", residual_jacobian)):
-        times, cpu = [], []
-        for _ in range(max(args.repeats, 3)):
-            t0, c0 = time.perf_counter(), time.process_time()
-            jax.block_until_ready(f(jnp.asarray(start)))
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-        ms, cms = 1e3 * np.median(times), 1e3 * np.median(cpu)
+        _, wall, cpu = _timed(
+            lambda f=f: jax.block_until_ready(f(jnp.asarray(start))), max(args.repeats, 3)
+        )
+        ms, cms = 1e3 * wall, 1e3 * cpu
         print(
             f"{name}: {ms:.1f} ms [CPU {cms:.1f} ms] per {rig.steps} steps "
             f"({ms / rig.steps:.2f} ms [CPU {cms / rig.steps:.2f} ms] per step)",
             flush=True,
         )
     truth = rig.true_kappa()
-    lm_times, sd_times, lm_cpu, sd_cpu = [], [], [], []
-    for _ in range(args.repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        lm = levenberg_marquardt(residual_jacobian, residual, start, 0.5, 500.0)
-        lm_times.append(time.perf_counter() - t0)
-        lm_cpu.append(time.process_time() - c0)
+    lm, lm_wall, lm_cpu = _timed(
+        lambda: levenberg_marquardt(residual_jacobian, residual, start, 0.5, 500.0), args.repeats
+    )
     err = np.max(np.abs(lm.theta / truth - 1))
     print(
         f"LM: kappa = {lm.theta}, max rel error {err:.2e}, {lm.iterations} iterations, "
-        f"{lm.evaluations} evaluations, median {np.median(lm_times):.2f} s "
-        f"[CPU {np.median(lm_cpu):.2f} s] ({lm.reason})",
+        f"{lm.evaluations} evaluations, median {lm_wall:.2f} s [CPU {lm_cpu:.2f} s] "
+        f"({lm.reason})",
         flush=True,
     )
     if args.skip_sd:
         return
-    t0, c0 = time.perf_counter(), time.process_time()
-    for f in (cost, cost_gradient):
-        jax.block_until_ready(f(jnp.asarray(start)))
-    print(f"compilation (SD: 2 functions): {_since(t0, c0)}", flush=True)
-    for _ in range(args.sd_repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        sd = steepest_descent_armijo(cost_gradient, cost, start)
-        sd_times.append(time.perf_counter() - t0)
-        sd_cpu.append(time.process_time() - c0)
+    _compile("SD", (cost, cost_gradient), start)
+    sd, sd_wall, sd_cpu = _timed(
+        lambda: steepest_descent_armijo(cost_gradient, cost, start), args.sd_repeats
+    )
     err_sd = np.max(np.abs(sd.theta / truth - 1))
     print(
         f"SD-Armijo: kappa = {sd.theta}, max rel error {err_sd:.2e}, {sd.iterations} "
-        f"iterations, {sd.evaluations} evaluations, median {np.median(sd_times):.2f} s "
-        f"[CPU {np.median(sd_cpu):.2f} s] ({sd.reason})"
+        f"iterations, {sd.evaluations} evaluations, median {sd_wall:.2f} s "
+        f"[CPU {sd_cpu:.2f} s] ({sd.reason})"
     )
     print(
         f"ratios SD/LM: iterations {sd.iterations / max(lm.iterations, 1):.1f}, "
-        f"time {np.median(sd_times) / np.median(lm_times):.1f} "
-        f"(CPU {np.median(sd_cpu) / np.median(lm_cpu):.1f})"
+        f"time {sd_wall / lm_wall:.1f} (CPU {sd_cpu / lm_cpu:.1f})"
     )
 
 
