@@ -330,14 +330,16 @@ def rnea_batch(tree: Tree, params: TreeParams, Q, Qd, Qdd):
     Forward: twists and accelerations body by body; each body's Newton–Euler wrench
     f_i = M̄_i a_i + v_i ×* M̄_i v_i; backward: each body's total (own plus its children's,
     carried by Ad*_{T⁻¹}, eq. 3), τ_i = s_iᵀ f_i."""
-    return _evaluate(lambda *a: _rnea_columns(tree, params, *a), (Q, Qd, Qdd))
+    return _evaluate(lambda *a: rnea_columns(tree, params, *a), (Q, Qd, Qdd))
 
 
-def _rnea_columns(tree: Tree, params: TreeParams, Q, Qd, Qdd):
-    """τ per degree of freedom, [n_states] each."""
+def rnea_columns(tree: Tree, params: TreeParams, Q, Qd, Qdd, barriers: bool = True):
+    """τ per degree of freedom, [n_states] each. ``barriers`` (XLA fusion barriers, see
+    ``_barrier``) is there for the common signature; RNEA is faster without them on every
+    tree measured and never uses them."""
     bodies = _bodies(tree, params)
     q, qd, qdd = _columns(Q), _columns(Qd), _columns(Qdd)
-    barrier = None  # RNEA is faster without barriers on every tree measured
+    barrier = None
     R, p, v, eta = _forward_pass(tree, bodies, q, qd, barrier)
     a = _accelerations(bodies, params, R, p, eta, qdd, barrier)
     f = [
@@ -397,13 +399,14 @@ def aba_batch(tree: Tree, params: TreeParams, Q, Qd, Tau):
     Π_i = M̄_{i:n} − U_i U_iᵀ / D_i, β_i = f_b + Π_i η_i + U_i u_i / D_i, both carried to the
     parent by Ad_{T⁻¹}. Pass 3 (root to leaves): a_i = X_i a_λ + η_i,
     q̈_i = (u_i − U_iᵀ a_i) / D_i, a_i += s_i q̈_i. A fixed joint passes everything on."""
-    return _evaluate(lambda *a: _aba_columns(tree, params, *a), (Q, Qd, Tau))
+    return _evaluate(lambda *a: aba_columns(tree, params, *a), (Q, Qd, Tau))
 
 
-def _aba_columns(tree: Tree, params: TreeParams, Q, Qd, Tau):
-    """q̈ per degree of freedom, [n_states] each."""
+def aba_columns(tree: Tree, params: TreeParams, Q, Qd, Tau, barriers: bool = True):
+    """q̈ per degree of freedom, [n_states] each; ``barriers``: XLA fusion barriers on deep
+    trees (``_barrier``), off for other compilers (``dynamics.fused``)."""
     bodies = _bodies(tree, params)
-    barrier = _barrier_source(tree, Q)
+    barrier = _barrier_source(tree, Q) if barriers else None
     q, qd, tau = _columns(Q), _columns(Qd), _columns(Tau)
     R, p, v, eta = _forward_pass(tree, bodies, q, qd, barrier)
     IA = [body.blocks() for body in bodies]
@@ -488,14 +491,15 @@ def regressor_batch(tree: Tree, params: TreeParams, Q, Qd, Qdd):
     Y_j,i = s_jᵀ X_{i→j}ᵀ A_i = (X_{j→i} s_j)ᵀ A_i for body i at or below joint j: each joint's
     subspace is carried down its subtree by Ad_{T⁻¹} (the twist recursion), and projected
     there on body i's 10 wrench columns (``_regressor_row``)."""
-    Y = _evaluate(lambda *a: _regressor_columns(tree, params, *a), (Q, Qd, Qdd))
+    Y = _evaluate(lambda *a: regressor_columns(tree, params, *a), (Q, Qd, Qdd))
     return Y.reshape(jnp.shape(Q)[0], tree.n_dof, 10 * tree.n_bodies)
 
 
-def _regressor_columns(tree: Tree, params: TreeParams, Q, Qd, Qdd):
-    """The entries of Y, row by row (dof j, then body i's 10 columns), [n_states] each."""
+def regressor_columns(tree: Tree, params: TreeParams, Q, Qd, Qdd, barriers: bool = True):
+    """The entries of Y, row by row (dof j, then body i's 10 columns), [n_states] each;
+    ``barriers`` as in ``aba_columns``."""
     bodies = _bodies(tree, params)
-    barrier = _barrier_source(tree, Q)
+    barrier = _barrier_source(tree, Q) if barriers else None
     q, qd, qdd = _columns(Q), _columns(Qd), _columns(Qdd)
     R, p, v, eta = _forward_pass(tree, bodies, q, qd, barrier)
     a = _accelerations(bodies, params, R, p, eta, qdd, barrier)
