@@ -1,7 +1,8 @@
-"""The batched Newton–Euler kernels (dynamics/batched.py) against the single-state recursions
-of dynamics/newton_euler.py (themselves tested against MuJoCo and Pinocchio to 1e-10 in
-test_newton_euler.py), on random states of every tree in tests/data/trees, and their
-parameter JVP against central finite differences.
+"""The batched Newton–Euler kernels (dynamics/batched.py) and their LLVM-fused form
+(dynamics/fused.py) against the single-state recursions of dynamics/newton_euler.py
+(themselves tested against MuJoCo and Pinocchio to 1e-10 in test_newton_euler.py), on random
+states of every tree in tests/data/trees, and the batched kernels' parameter JVP against
+central finite differences.
 """
 
 import jax
@@ -11,7 +12,7 @@ import pytest
 from tree_cases import DATA, FAST_COMPILE, rel
 
 import physid.dynamics  # noqa: F401 (float64)
-from physid.dynamics import batched, newton_euler
+from physid.dynamics import batched, fused, newton_euler
 from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
 
@@ -67,6 +68,15 @@ class Case:
         ref = jax.jit(reference).lower(*one).compile(compiler_options=FAST_COMPILE)
         rows = [ref(self.params, *s) for s in zip(*args[1:], strict=True)]
         self.reference = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+        self._fused = {}
+
+    def fused(self, quantity: str, threads: int | None = None) -> np.ndarray:
+        """The fused kernel of ``quantity`` on this case's states (built on first use)."""
+        build = {"rnea": fused.rnea_fused, "aba": fused.aba_fused, "Y": fused.regressor_fused}
+        if quantity not in self._fused:
+            self._fused[quantity] = build[quantity](self.tree, self.params)
+        last = self.tau if quantity == "aba" else self.qdd
+        return self._fused[quantity](self.q, self.qd, last, threads=threads)
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -78,6 +88,34 @@ def case(request):
 def test_batched_kernels_equal_the_single_state_recursions(case, quantity):
     assert case.ours[quantity].shape == case.reference[quantity].shape
     assert rel(case.ours[quantity], case.reference[quantity]) < RTOL
+
+
+@pytest.mark.parametrize("quantity", ["rnea", "aba", "Y"])
+def test_fused_kernels_equal_the_single_state_recursions(case, quantity):
+    # Same formulas as the batched kernels, with constants folded (x·1, x·0, 0 + x) and
+    # shared subexpressions: the rounding differs from the reference's as the batched
+    # kernels' does, so the same 1e-12.
+    out = case.fused(quantity)
+    assert out.shape == case.reference[quantity].shape
+    assert rel(out, case.reference[quantity]) < RTOL
+    # N_STATES = 6 is not a multiple of the 4-state vector width, and two threads split the
+    # padded batch at state 4: the tail and the seam must come out the same, bit for bit.
+    np.testing.assert_array_equal(case.fused(quantity, threads=2), out)
+
+
+def test_fused_kernel_refuses_non_finite_states_and_takes_empty_batches():
+    # Folding 0·x = 0 is exact only for finite x, so NaN and infinity are refused, naming
+    # the input; an empty batch gives an empty result of the right shape.
+    model = build_model(read_model_file(DATA / "pendulum.xml"))
+    kernel = fused.rnea_fused(model.tree, model.params)
+    n = model.tree.n_dof
+    bad = np.zeros((3, n))
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match="input 1 holds NaN"):
+        kernel(np.zeros((3, n)), bad, np.zeros((3, n)))
+    with pytest.raises(ValueError, match=r"must be \[n_states"):
+        kernel(np.zeros((3, n)), np.zeros((2, n)), np.zeros((3, n)))
+    assert kernel(*(np.zeros((0, n)) for _ in range(3))).shape == (0, n)
 
 
 def test_batched_rnea_jvp_in_parameters_matches_central_differences():
