@@ -13,6 +13,10 @@ all states ("batched") and as lax.map over chunks of CHUNK states ("batched, chu
 vmap over all states, and lax.map over chunks of CHUNK states each vmapped, each with the
 recursions as lax.scan or unrolled (the layouts measured before the batched kernels).
 
+"fused" (dynamics/fused.py) is the same batched program compiled by LLVM (llvmlite) into one
+loop that evaluates every output of four states per AVX2 instruction, parameters fixed at
+build time, over the batch in os.cpu_count() threads ("fused") or one ("fused, 1 thread").
+
 On a shared machine the load changes within seconds, so every row times physid
 and its peers interleaved (physid's batch, then PEER_CALLS calls of each peer, REPEATS
 times): times are medians (wall clock), µs per state, and each ratio is the median of the
@@ -39,7 +43,7 @@ import pinocchio as pin
 
 import physid.dynamics  # noqa: F401
 from physid.dynamics import batched as batched_kernels
-from physid.dynamics import newton_euler
+from physid.dynamics import fused, newton_euler
 from physid.dynamics.tree import BodyParams
 from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
@@ -90,6 +94,15 @@ def batched_functions(tree, params):
         "∂τ/∂φ regressor": batched_kernels.regressor_batch,
     }
     return {name: functools.partial(k, tree, params) for name, k in kernels.items()}
+
+
+def fused_functions(tree, params):
+    """The LLVM-fused kernels (dynamics/fused.py), built once per tree: calls on NumPy arrays."""
+    return {
+        "RNEA": fused.rnea_fused(tree, params),
+        "ABA": fused.aba_fused(tree, params),
+        "∂τ/∂φ regressor": fused.regressor_fused(tree, params),
+    }
 
 
 def batched_layout(fn, layout: str, chunk: int):
@@ -187,7 +200,12 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=CHUNK)
     parser.add_argument("--with-vmap", action="store_true", help="also the vmapped layouts")
     parser.add_argument("--models", nargs="+", default=["furuta", "arm7"])
-    parser.add_argument("--layouts", nargs="+", default=["batched", "batched, chunks"])
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        default=["fused", "fused, 1 thread", "batched"],
+        help='any of "fused", "fused, 1 thread", "batched", "batched, chunks"',
+    )
     args = parser.parse_args()
     n = args.states
     n_calls = min(n, args.peer_calls)
@@ -215,10 +233,15 @@ def main() -> None:
             " | Pinocchio/physid (CPU) | MuJoCo/physid (CPU) |"
         )
         print("|---|---|---|---|---|---|---|---|---|", flush=True)
+        fused_kernels = fused_functions(model.tree, model.params)
         for name, fn in batched_functions(model.tree, model.params).items():
             for layout in args.layouts:
-                compiled = batched_layout(fn, layout, args.chunk).lower(*args_j).compile()
-                call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731
+                if layout.startswith("fused"):
+                    threads = 1 if layout == "fused, 1 thread" else None
+                    call = functools.partial(fused_kernels[name], Q, QD, X, threads=threads)
+                else:
+                    compiled = batched_layout(fn, layout, args.chunk).lower(*args_j).compile()
+                    call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731
                 call()  # warm
                 t, peer = paired_times(call, n, peers_of(name), n_calls)
                 print_row(name, layout, t, peer, peer_calls)
