@@ -15,7 +15,9 @@ recursions as lax.scan or unrolled (the layouts measured before the batched kern
 
 "fused" (dynamics/fused.py) is the same batched program compiled by LLVM (llvmlite) into one
 loop that evaluates every output of four states per AVX2 instruction, parameters fixed at
-build time, over the batch in os.cpu_count() threads ("fused") or one ("fused, 1 thread").
+build time, writing into one output array reused across calls (as Pinocchio writes into its
+Data); "fused" lets the kernel choose its threads (one for these batches: their work is
+below dynamics.fused.THREAD_MIN_WORK), "fused, all cores" splits the batch over every core.
 
 On a shared machine the load changes within seconds, so every row times physid
 and its peers interleaved (physid's batch, then PEER_CALLS calls of each peer, REPEATS
@@ -203,8 +205,8 @@ def main() -> None:
     parser.add_argument(
         "--layouts",
         nargs="+",
-        default=["fused", "fused, 1 thread", "batched"],
-        help='any of "fused", "fused, 1 thread", "batched", "batched, chunks"',
+        default=["fused", "batched"],
+        help='any of "fused", "fused, all cores", "batched", "batched, chunks"',
     )
     args = parser.parse_args()
     n = args.states
@@ -237,8 +239,11 @@ def main() -> None:
         for name, fn in batched_functions(model.tree, model.params).items():
             for layout in args.layouts:
                 if layout.startswith("fused"):
-                    threads = 1 if layout == "fused, 1 thread" else None
-                    call = functools.partial(fused_kernels[name], Q, QD, X, threads=threads)
+                    threads = os.cpu_count() if layout == "fused, all cores" else None
+                    out = fused_kernels[name](Q, QD, X)  # reused: Pinocchio reuses its Data
+                    call = functools.partial(
+                        fused_kernels[name], Q, QD, X, threads=threads, out=out
+                    )
                 else:
                     compiled = batched_layout(fn, layout, args.chunk).lower(*args_j).compile()
                     call = lambda c=compiled, a=args_j: c(*a)  # noqa: E731

@@ -11,7 +11,9 @@ output of a block of ``WIDTH`` states in vector registers, with llvmlite (LLVM):
    (the tree's parameters are baked in, so many products are by 0 or 1), repeated
    expressions shared, and what no output reads dropped.
 2. emit: each scalar operation becomes one LLVM instruction on ``<WIDTH x double>``
-   (AVX2: four states per instruction); sin and cos are LLVM intrinsics.
+   (AVX2: four states per instruction); sin and cos are LLVM intrinsics; products and sums
+   may contract to fused multiply-adds (one rounding instead of two); the outputs of four
+   states are transposed in registers and stored as rows.
 3. compile: LLVM at -O3 for the host CPU; the loop is called through ctypes, over
    ``os.cpu_count()`` slices of the batch in threads (ctypes releases the GIL).
 
@@ -42,7 +44,10 @@ from physid.dynamics import batched
 from physid.dynamics.tree import Tree, TreeParams
 
 WIDTH = 4  # doubles per AVX2 register: the states one loop iteration evaluates together
-THREAD_MIN_STATES = 4096  # below this one thread is faster than handing slices out
+# Threads pay off when a slice's work is long against handing it to a thread (tens of µs
+# idle, milliseconds on a loaded machine): from ~5 ms of one-thread work, counted as
+# states × operations (~0.1 ns each per state at four states per instruction).
+THREAD_MIN_WORK = 5e7
 
 # Operations of the traced program: name -> (LLVM instruction, Python value for folding)
 BINARY = {
@@ -213,11 +218,11 @@ def _double(x: float) -> str:
     return f"0x{bits:016X}"
 
 
-def llvm_ir(program: Program, n_outputs_stored: int | None = None) -> str:
-    """LLVM IR of ``kernel(n, start, stop, x_0 ... x_{n_inputs-1}, out)``: for states
-    i = start, start + WIDTH, ... < stop, reads x_k[j n + i ...] (inputs [n_dof, n], padded to
-    a multiple of WIDTH) and writes out[(i + lane) n_out + o] (output [n, n_out]). Constant
-    zero outputs are not stored (the caller's output starts zeroed)."""
+def llvm_ir(program: Program) -> str:
+    """LLVM IR of ``kernel(n, start, stop, first, x_0 ... x_{n_inputs-1}, out)``: for states
+    i = start, start + WIDTH, ... < stop, reads x_k[j n + i ...] (inputs [n_dof, n] with n a
+    multiple of WIDTH) and writes every output of state i + lane to
+    out[(i + lane − first) n_out + o] (out [states, n_out], row 0 is state ``first``)."""
     vec = f"<{WIDTH} x double>"
 
     def operand(a):
@@ -228,7 +233,10 @@ def llvm_ir(program: Program, n_outputs_stored: int | None = None) -> str:
     loads = sorted({(int(a[0]), int(a[1])) for _, op, a in program.ops if op == "load"})
     lines = [f"declare {vec} @llvm.{f}.v{WIDTH}f64({vec})" for f in UNARY]
     args = ", ".join(f"ptr %x{k}" for k in range(program.n_inputs))
-    lines += [f"define void @kernel(i64 %n, i64 %start, i64 %stop, {args}, ptr %out) {{", "entry:"]
+    lines += [
+        f"define void @kernel(i64 %n, i64 %start, i64 %stop, i64 %first, {args}, ptr %out) {{",
+        "entry:",
+    ]
     lines += [f"  %col{k}_{j} = mul i64 %n, {j}" for k, j in loads]
     lines += [
         "  %empty = icmp sge i64 %start, %stop",
@@ -245,27 +253,13 @@ def llvm_ir(program: Program, n_outputs_stored: int | None = None) -> str:
                 f"  %{name} = load {vec}, ptr %{name}.p, align 8",
             ]
         elif op in BINARY:
-            instruction = BINARY[op][0]
-            lines.append(f"  %{name} = {instruction} {vec} {operand(a[0])}, {operand(a[1])}")
+            instruction = f"{BINARY[op][0]} contract {vec}"  # contract: may become an FMA
+            lines.append(f"  %{name} = {instruction} {operand(a[0])}, {operand(a[1])}")
         elif op == "neg":
             lines.append(f"  %{name} = fneg {vec} {operand(a[0])}")
         else:
             lines.append(f"  %{name} = call {vec} @llvm.{op}.v{WIDTH}f64({vec} {operand(a[0])})")
-    n_out = len(program.outputs)
-    for lane in range(WIDTH):
-        lines.append(f"  %row{lane}.0 = add i64 %i, {lane}")
-        lines.append(f"  %row{lane} = mul i64 %row{lane}.0, {n_out}")
-    for o, value in enumerate(program.outputs):
-        if value == 0.0:
-            continue
-        for lane in range(WIDTH):
-            at = f"%o{o}.{lane}"
-            lines += [
-                f"  {at}.v = extractelement {vec} {operand(value)}, i32 {lane}",
-                f"  {at}.at = add i64 %row{lane}, {o}",
-                f"  {at}.p = getelementptr double, ptr %out, i64 {at}.at",
-                f"  store double {at}.v, ptr {at}.p, align 8",
-            ]
+    lines += _stores([operand(v) for v in program.outputs])
     lines += [
         f"  %next = add i64 %i, {WIDTH}",
         "  %more = icmp slt i64 %next, %stop",
@@ -275,6 +269,58 @@ def llvm_ir(program: Program, n_outputs_stored: int | None = None) -> str:
         "}",
     ]
     return "\n".join(lines)
+
+
+def _stores(values: list[str]) -> list[str]:
+    """Stores of the outputs ``values`` (vectors over the WIDTH states) into the rows of
+    those states: groups of four outputs are transposed in registers (four vectors over
+    states -> four vectors over outputs, eight shuffles) and stored as four vectors; the
+    last n_out mod 4 outputs one double at a time."""
+    assert WIDTH == 4, "the 4 x 4 transpose below is written for WIDTH = 4"
+    vec = f"<{WIDTH} x double>"
+    n_out = len(values)
+    lines = ["  %rel = sub i64 %i, %first"]
+    for lane in range(WIDTH):
+        lines += [
+            f"  %row{lane}.0 = add i64 %rel, {lane}",
+            f"  %row{lane} = mul i64 %row{lane}.0, {n_out}",
+        ]
+    grouped = n_out // 4 * 4
+    pairs = ("<i32 0, i32 4, i32 1, i32 5>", "<i32 2, i32 6, i32 3, i32 7>")
+    halves = ("<i32 0, i32 1, i32 4, i32 5>", "<i32 2, i32 3, i32 6, i32 7>")
+    for o in range(0, grouped, 4):
+        v = values[o : o + 4]
+        g = f"%g{o}"
+        lines += [
+            f"  {g}.a = shufflevector {vec} {v[0]}, {vec} {v[1]}, <4 x i32> {pairs[0]}",
+            f"  {g}.b = shufflevector {vec} {v[0]}, {vec} {v[1]}, <4 x i32> {pairs[1]}",
+            f"  {g}.c = shufflevector {vec} {v[2]}, {vec} {v[3]}, <4 x i32> {pairs[0]}",
+            f"  {g}.d = shufflevector {vec} {v[2]}, {vec} {v[3]}, <4 x i32> {pairs[1]}",
+        ]
+        for lane, (x, y, mask) in enumerate(
+            (
+                ("a", "c", halves[0]),
+                ("a", "c", halves[1]),
+                ("b", "d", halves[0]),
+                ("b", "d", halves[1]),
+            )
+        ):
+            lines += [
+                f"  {g}.r{lane} = shufflevector {vec} {g}.{x}, {vec} {g}.{y}, <4 x i32> {mask}",
+                f"  {g}.at{lane} = add i64 %row{lane}, {o}",
+                f"  {g}.p{lane} = getelementptr double, ptr %out, i64 {g}.at{lane}",
+                f"  store {vec} {g}.r{lane}, ptr {g}.p{lane}, align 8",
+            ]
+    for o in range(grouped, n_out):
+        for lane in range(WIDTH):
+            at = f"%o{o}.{lane}"
+            lines += [
+                f"  {at}.v = extractelement {vec} {values[o]}, i32 {lane}",
+                f"  {at}.at = add i64 %row{lane}, {o}",
+                f"  {at}.p = getelementptr double, ptr %out, i64 {at}.at",
+                f"  store double {at}.v, ptr {at}.p, align 8",
+            ]
+    return lines
 
 
 @cache
@@ -323,24 +369,46 @@ class FusedKernel:
         self.n_outputs = len(program.outputs)
         self._engine, address = _compile(llvm_ir(program))
         pointers = [ctypes.c_void_p] * (program.n_inputs + 1)
-        sizes = [ctypes.c_int64] * 3  # n, start, stop
+        sizes = [ctypes.c_int64] * 4  # n, start, stop, first
         signature = ctypes.CFUNCTYPE(None, *sizes, *pointers)
         self._call = signature(address)
 
-    def __call__(self, *inputs, threads: int | None = None) -> np.ndarray:
+    def __call__(self, *inputs, threads: int | None = None, out=None) -> np.ndarray:
+        """Every output for inputs [n_states, n_dof] each: [n_states, n_outputs], written
+        into ``out`` if given (float64, C-contiguous, that shape: reusing it saves the
+        allocation). ``threads``: slices of the batch run in parallel (default: one per core
+        when the batch's work, states × operations, reaches ``THREAD_MIN_WORK``)."""
         columns, n = self._columns(inputs)
+        if out is None:
+            out = np.empty((n, self.n_outputs))
+        elif (
+            out.shape != (n, self.n_outputs)
+            or out.dtype != np.float64
+            or not out.flags.c_contiguous
+        ):
+            raise ValueError(
+                f"out must be a C-contiguous float64 array of shape {(n, self.n_outputs)}"
+            )
         padded = columns[0].shape[1]
-        out = np.zeros((padded, self.n_outputs))
-        pointers = [c.ctypes.data for c in columns] + [out.ctypes.data]
+        inputs_at = [c.ctypes.data for c in columns]
+        full = n // WIDTH * WIDTH  # states written straight into out; the rest via a scratch
         if threads is None:
-            threads = min(os.cpu_count() or 1, max(1, n // THREAD_MIN_STATES))
-        cuts = [padded * t // threads // WIDTH * WIDTH for t in range(threads)] + [padded]
+            work = n * max(1, len(self.program.ops))
+            threads = min(os.cpu_count() or 1, max(1, int(work // THREAD_MIN_WORK)))
+        cuts = [full * t // threads // WIDTH * WIDTH for t in range(threads)] + [full]
+
+        def run(piece):
+            self._call(padded, piece[0], piece[1], 0, *inputs_at, out.ctypes.data)
+
         if threads == 1:
-            self._call(padded, 0, padded, *pointers)
+            run((0, full))
         else:
-            slices = zip(cuts[:-1], cuts[1:], strict=True)
-            list(_pool().map(lambda s: self._call(padded, s[0], s[1], *pointers), slices))
-        return out[:n]
+            list(_pool().map(run, zip(cuts[:-1], cuts[1:], strict=True)))
+        if full < n:
+            scratch = np.empty((WIDTH, self.n_outputs))
+            self._call(padded, full, full + WIDTH, full, *inputs_at, scratch.ctypes.data)
+            out[full:] = scratch[: n - full]
+        return out
 
     def _columns(self, inputs):
         if len(inputs) != self.program.n_inputs:
@@ -387,8 +455,11 @@ def regressor_fused(tree: Tree, params: TreeParams) -> Callable:
     ``batched.regressor_batch`` (only the kinematic parameters of ``params`` matter)."""
     kernel = _kernel(batched.regressor_columns, tree, params)
 
-    def regressor(Q, Qd, Qdd, threads: int | None = None):
-        Y = kernel(Q, Qd, Qdd, threads=threads)
+    def regressor(Q, Qd, Qdd, threads: int | None = None, out=None):
+        flat = None if out is None else out.reshape(out.shape[0], -1)
+        if flat is not None and not np.shares_memory(flat, out):
+            raise ValueError("out must be a C-contiguous [n_states, n_dof, 10 n_bodies] array")
+        Y = kernel(Q, Qd, Qdd, threads=threads, out=flat)
         return Y.reshape(Y.shape[0], tree.n_dof, 10 * tree.n_bodies)
 
     return regressor

@@ -116,6 +116,13 @@ def test_fused_kernel_refuses_non_finite_states_and_takes_empty_batches():
     with pytest.raises(ValueError, match=r"must be \[n_states"):
         kernel(np.zeros((3, n)), np.zeros((2, n)), np.zeros((3, n)))
     assert kernel(*(np.zeros((0, n)) for _ in range(3))).shape == (0, n)
+    # A reused output array is filled in place (and the wrong one refused).
+    states = [np.full((5, n), 0.3) for _ in range(3)]
+    out = np.full((5, n), np.nan)
+    assert kernel(*states, out=out) is out
+    np.testing.assert_array_equal(out, kernel(*states))
+    with pytest.raises(ValueError, match="out must be"):
+        kernel(*states, out=np.empty((4, n)))
 
 
 def test_batched_rnea_jvp_in_parameters_matches_central_differences():
