@@ -130,7 +130,13 @@ def project(model: str, xc, K, D):
 def marker_pixels(model: str, body: tuple[int, ...], cam: dict, r, e) -> jnp.ndarray:
     """Predicted pixels [m, 2] of the markers for one configuration (r[nb, 3], e[nb, 4])."""
     idx = jnp.asarray(body)
-    pw = r[idx] + rotate(e[idx], cam["points"])  # world position of each marker (m)
+    return world_pixels(model, cam, r[idx] + rotate(e[idx], cam["points"]))
+
+
+def world_pixels(model: str, cam: dict, pw) -> jnp.ndarray:
+    """Pixels [..., 2] of world points pw[..., 3] (m) through the camera ``cam`` (the
+    ``MarkerObservations.arrays`` pytree): extrinsics, then ``project``. The one projection
+    of every estimator's marker rows (maximal and generalized coordinates)."""
     xc = pw @ cam["R_cw"].T + cam["t_cw"]
     return project(model, xc, cam["K"], cam["D"])
 

@@ -14,6 +14,13 @@ in their box. Weighted residual blocks:
   r at q_k (eq. 3), the likelihood of one impulse of variance σ_w² per step;
 - observation, each step: (q_k[j] − y_k) / σ_y per encoder (wrapped to (−π, π] for a
   revolute joint), rad; 0 where the log has no sample;
+- markers (optional), each step: (π(T_b(q_k) p_j) − uv_kj) / σ_px per marker j and pixel axis,
+  px: the tree's forward kinematics (``dynamics.tree.point_positions``) through the camera
+  of ``estimation.markers`` (``world_pixels``, the projection the SPOOK estimator's marker
+  rows use), 0 where no frame falls on the step. Rows of x_k alone, so the arrow structure
+  holds; the marker geometry (body frames, joint placements) is taken as known: the rows do
+  not depend on θ (a free parameter that moved a marker would be missing from their
+  Jacobian, so ``TreeProblem`` checks that none does);
 - no initial-state block: x_0 is as free as every other state (p_0 enters the first row of
   step 0 only).
 
@@ -39,9 +46,10 @@ import numpy as np
 import physid.dynamics  # noqa: F401  (float64)
 from physid.dynamics import newton_euler
 from physid.dynamics import variational_friction as vf
-from physid.dynamics.tree import REVOLUTE, Tree
+from physid.dynamics.tree import REVOLUTE, Tree, point_positions
 from physid.estimation.consistency import InertiaLMI
 from physid.estimation.lm import Linearization
+from physid.estimation.markers import MarkerObservations, world_pixels
 
 
 def _wrap(a):
@@ -52,13 +60,15 @@ def _wrap(a):
 class TreeStructure:
     """What the compiled residuals depend on (every number is an argument): the tree, the map
     from named SI values to its parameters, the free parameter names, the step h (s), the
-    joint (q index) each observation channel reads, and how many inputs a step carries."""
+    joint (q index) each observation channel reads, and the markers' camera model and body
+    indices (``MarkerObservations.model``, ``.body``; None: no marker rows)."""
 
     tree: Tree
     make_params: Callable[[dict], object]
     names: tuple[str, ...]
     h: float
     observed: tuple[int, ...]
+    markers: tuple[str, tuple[int, ...]] | None = None
 
     @property
     def n(self) -> int:
@@ -80,8 +90,10 @@ class _Model:
     """Compiled residuals and linearization of one ``TreeStructure``.
 
     Arguments of every function: ``a`` = dict(values, scale, wd [N−1, 2n], wo [N, k], y [N, k],
-    u [N−1, n_act], c [n]): fixed SI values by name, parameter scale, dynamics-row and
-    observation weights, observations, inputs and the natural map's inertia per joint.
+    u [N−1, n_act], c [n][, cam, uv [N, m, 2], mw [N, m]]): fixed SI values by name, parameter
+    scale, dynamics-row and observation weights, observations, inputs, the natural map's
+    inertia per joint, and with markers the camera (``MarkerObservations.arrays``), the
+    pixels on the grid and their weights 1/σ_px² (px⁻²).
     """
 
     def __init__(self, s: TreeStructure, chunk: int | None = LINEARIZE_CHUNK):
@@ -95,6 +107,11 @@ class _Model:
         )
         self.momenta = jax.jit(self._momenta)
         self.joint_inertia = jax.jit(self._joint_inertia)
+        self.pixels = jax.jit(
+            lambda X, theta, a: jax.vmap(
+                lambda q: self.marker_pixels(self.params(a, theta), a["cam"], q)
+            )(X[:, : self.s.n])
+        )
 
     def _cost(self, X, theta, a):
         return sum(jnp.sum(r**2) for r in self._residuals(X, theta, a))
@@ -108,12 +125,45 @@ class _Model:
     def _step(self, params, c, q0, p0, q1, p1, u):
         return vf.step_residual(self.s.tree, params, q0, p0, q1, p1, u, self.s.h, c)
 
-    def _obs(self, X, a):
+    def marker_pixels(self, params, cam, q):
+        """Pixels [m, 2] of the markers at the joint coordinates q [n] (one step)."""
+        model, body = self.s.markers
+        return world_pixels(
+            model, cam, point_positions(self.s.tree, params, q, body, cam["points"])
+        )
+
+    def _marker_rows(self, params, a, q, uv, mw):
+        """√mw (π(q) − uv) of one step, [2m] px (u then v per marker)."""
+        px = self.marker_pixels(params, a["cam"], q)
+        return (jnp.sqrt(mw)[:, None] * (px - uv)).reshape(-1)
+
+    def _obs(self, X, a, params):
         n, wr = self.s.n, self.s.wraps
         q = X[:, :n][:, np.asarray(self.s.observed, dtype=int)]
         diff = q - a["y"]
         diff = jnp.where(wr, _wrap(diff), diff)
-        return a["wo"] * diff
+        enc = a["wo"] * diff
+        if self.s.markers is None:
+            return enc
+        rows = jax.vmap(lambda qk, uv, mw: self._marker_rows(params, a, qk, uv, mw))(
+            X[:, :n], a["uv"], a["mw"]
+        )
+        return jnp.concatenate([enc, rows], axis=1)
+
+    def _marker_jacobian(self, params, a, q):
+        """(rows [N, 2m], ∂rows/∂x_k [N, 2m, 2n]) of the marker rows at the positions
+        q [N, n] (forward mode over q)."""
+
+        def one(b):
+            qk, uv, mw = b
+            f = functools.partial(self._marker_rows, params, a, uv=uv, mw=mw)
+            J = jax.jacfwd(f)(qk)  # [2m, n]; the rows do not depend on the momenta
+            return f(qk), jnp.concatenate([J, jnp.zeros_like(J)], axis=1)
+
+        steps = (q, a["uv"], a["mw"])
+        if self.chunk:
+            return jax.lax.map(one, steps, batch_size=self.chunk)
+        return jax.vmap(one)(steps)
 
     def _residuals(self, X, theta, a):
         n = self.s.n
@@ -122,7 +172,7 @@ class _Model:
         dyn = jax.vmap(lambda *b: self._step(params, a["c"], *b))(
             q[:-1], p[:-1], q[1:], p[1:], a["u"]
         )
-        return a["wd"] * dyn, self._obs(X, a), jnp.zeros(0)
+        return a["wd"] * dyn, self._obs(X, a, params), jnp.zeros(0)
 
     def _dyn_block(self, a, theta, q0, p0, q1, p1, u, wd, with_theta):
         """Weighted residual of one step and its Jacobians w.r.t. x_k, x_{k+1}, θ."""
@@ -167,13 +217,17 @@ class _Model:
             dr, dA, dB, dC = jax.lax.map(lambda b: block(*b), steps, batch_size=self.chunk)
         else:
             dr, dA, dB, dC = jax.vmap(block)(*steps)
-        orr = self._obs(X, a)
+        params = self.params(a, theta)
+        orr = self._obs(X, a, params)
         sel = (
             jnp.zeros((len(self.s.observed), 2 * n))
             .at[jnp.arange(len(self.s.observed)), jnp.asarray(self.s.observed)]
             .set(1.0)
         )
         oA = a["wo"][:, :, None] * sel[None]
+        if self.s.markers is not None:
+            _, mA = self._marker_jacobian(params, a, q)
+            oA = jnp.concatenate([oA, mA], axis=1)
         p_ = theta.shape[0] if with_theta else 0
         d = 2 * n
         return (
@@ -223,7 +277,9 @@ class TreeProblem:
     concatenated, N steps): ``y[N, k]`` observed joint coordinates (rad or m), ``obs_weight
     [N, k]`` = 1/σ_y where a sample is present, else 0; per step transition (N − 1):
     ``u[N−1, n_act]`` inputs, ``dyn_weight[N−1, 2n]`` = √2/σ_w per row, 0 between logs.
-    ``c`` [n]: the natural map's inertia per joint (kg m² or kg).
+    ``c`` [n]: the natural map's inertia per joint (kg m² or kg). ``markers``: pixel
+    observations on the same N steps (their ``model`` and ``body`` must be the structure's
+    ``markers``), or None.
     """
 
     structure: TreeStructure
@@ -237,9 +293,21 @@ class TreeProblem:
     dyn_weight: np.ndarray
     c: np.ndarray
     consistency: InertiaLMI | None = None
+    markers: MarkerObservations | None = None
     _args: dict = field(init=False, repr=False)
 
     def __post_init__(self):
+        mk = self.markers
+        want = None if mk is None else (mk.model, mk.body)
+        if self.structure.markers != want:
+            raise ValueError(
+                f"TreeProblem: structure.markers {self.structure.markers} but the marker "
+                f"observations are {want}"
+            )
+        if mk is not None and mk.uv.shape[0] != np.shape(self.y)[0]:
+            raise ValueError(
+                f"markers cover {mk.uv.shape[0]} grid steps, the encoders {np.shape(self.y)[0]}"
+            )
         self.model = compiled(self.structure)
         self.names = self.structure.names
         self.d = 2 * self.structure.n
@@ -252,6 +320,29 @@ class TreeProblem:
             "u": jnp.asarray(self.u, float),
             "c": jnp.asarray(self.c, float),
         }
+        if mk is not None:
+            self._args.update(cam=mk.arrays(), uv=jnp.asarray(mk.uv), mw=jnp.asarray(mk.weight))
+            moving = self._parameters_moving_markers()
+            if moving:
+                raise ValueError(
+                    f"TreeProblem: the free parameter(s) {', '.join(moving)} move the markers; "
+                    "the marker rows take the marker geometry as known (fix them)"
+                )
+
+    def _parameters_moving_markers(self) -> list[str]:
+        """Free parameters whose derivative of the marker pixels is non-zero (forward mode at
+        q = 0, θ = 1: a parameter that does not enter the kinematics has an exact 0)."""
+        if not len(self.names):
+            return []
+        q0 = jnp.zeros(self.structure.n)
+
+        def px(th):
+            return self.model.marker_pixels(
+                self.model.params(self._args, th), self._args["cam"], q0
+            )
+
+        J = np.asarray(jax.jacfwd(px)(jnp.ones(len(self.names))))  # [m, 2, p]
+        return [k for i, k in enumerate(self.names) if np.any(J[..., i] != 0)]
 
     # ------------------------------------------------------------------ ArrowProblem API
     def linearize(self, X, theta) -> Linearization:
@@ -262,7 +353,10 @@ class TreeProblem:
 
     def _linearization(self, lin, X, theta) -> Linearization:
         out = lin(jnp.asarray(X), jnp.asarray(theta, float), self._args)
-        return Linearization(*out, obs_present=np.asarray(self.obs_weight) > 0)
+        present = np.asarray(self.obs_weight) > 0
+        if self.markers is not None:
+            present = np.concatenate([present, np.repeat(self.markers.weight > 0, 2, 1)], 1)
+        return Linearization(*out, obs_present=present)
 
     def cost(self, X, theta) -> float:
         return float(self.model.cost(jnp.asarray(X), jnp.asarray(theta, float), self._args))
@@ -288,3 +382,9 @@ class TreeProblem:
 
     def positions(self, X) -> np.ndarray:
         return np.asarray(X)[:, : self.structure.n]
+
+    def marker_pixels(self, X, theta) -> np.ndarray | None:
+        """Predicted marker pixels [N, m, 2] of the states X at θ (None without markers)."""
+        if self.markers is None:
+            return None
+        return np.asarray(self.model.pixels(jnp.asarray(X), jnp.asarray(theta, float), self._args))

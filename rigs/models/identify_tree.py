@@ -218,9 +218,11 @@ def parameter_scale(spec: RigSpec, names) -> np.ndarray:
     return scale(spec, names)
 
 
-def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None):
+def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None, markers=None):
     """The ``TreeProblem`` of the logs ``series_list`` (one chain, segments per log), its
-    initial states, θ0, and what the weights were made of (dict)."""
+    initial states, θ0, and what the weights were made of (dict). ``markers``: None, or one
+    ``MarkerObservations`` (or None) per series, on that series' grid: pixel rows fused with
+    the encoders (a marker video of some of the logs)."""
     names = tuple(names)
     h = settings["h"]
     vals = dict(rig.values)
@@ -230,7 +232,9 @@ def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None)
     lower = np.array([ps[k].lower for k in names]) / scale if names else np.zeros(0)
     upper = np.array([ps[k].upper for k in names]) / scale if names else np.zeros(0)
     theta0 = np.array([vals[k] for k in names]) / scale if names else np.zeros(0)
-    structure = TreeStructure(rig.tree, rig.make_params, names, float(h), rig.observed)
+    chain_markers = _chain_markers(markers, series_list)
+    cam = None if chain_markers is None else (chain_markers.model, chain_markers.body)
+    structure = TreeStructure(rig.tree, rig.make_params, names, float(h), rig.observed, cam)
     q0 = np.concatenate([_initial_positions(rig, s) for s in series_list])
     starts = np.zeros(len(q0), bool)
     starts[np.cumsum([0] + [len(s["grid"]) for s in series_list[:-1]])] = True
@@ -251,7 +255,9 @@ def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None)
         except ValueError:
             lmi = None  # a free mass or centre of mass: P is not affine in θ (not enforced)
     fixed = {k: v for k, v in vals.items() if k not in names}
-    problem = TreeProblem(structure, fixed, scale, lower, upper, y, wo, u, wd, c, lmi)
+    problem = TreeProblem(
+        structure, fixed, scale, lower, upper, y, wo, u, wd, c, lmi, chain_markers
+    )
     X0 = problem.initial_states(q0, np.clip(theta0, lower, upper), starts)
     info = {
         "process_noise": dict(zip(rig.tree.dof_names, sigma_w.tolist(), strict=True)),
@@ -260,7 +266,48 @@ def build_problem(rig, spec: RigSpec, names, series_list, settings, values=None)
         "natural_map_inertia": dict(zip(rig.tree.dof_names, c.tolist(), strict=True)),
         "segments": [int(len(s["grid"])) for s in series_list],
     }
+    if chain_markers is not None:
+        info["marker_noise_px"] = float(1 / np.sqrt(np.max(chain_markers.weight)))
     return problem, X0, theta0, info
+
+
+def _chain_markers(markers, series_list):
+    """One ``MarkerObservations`` over the chain of logs (weight 0 on the logs without), or
+    None when no log has markers."""
+    from physid.estimation.markers import MarkerObservations
+
+    if markers is None:
+        return None
+    if isinstance(markers, MarkerObservations):
+        markers = [markers] + [None] * (len(series_list) - 1)
+    if len(markers) != len(series_list):
+        raise ValueError(f"{len(markers)} marker sets for {len(series_list)} logs")
+    given = [mk for mk in markers if mk is not None]
+    if not given:
+        return None
+    first = given[0]
+    if any((mk.model, mk.body) != (first.model, first.body) for mk in given):
+        raise ValueError("the logs' marker observations differ in camera model or markers")
+    if any(
+        not (np.array_equal(mk.R_cw, first.R_cw) and np.array_equal(mk.t_cw, first.t_cw))
+        for mk in given
+    ):
+        raise ValueError("the tree estimator fuses one camera pose; the logs' poses differ")
+    uv, weight = [], []
+    for mk, s in zip(markers, series_list, strict=True):
+        n = len(s["grid"])
+        if mk is None:
+            uv.append(np.zeros((n, first.m, 2)))
+            weight.append(np.zeros((n, first.m)))
+        elif mk.uv.shape[0] != n:
+            raise ValueError(f"markers cover {mk.uv.shape[0]} grid steps, the log {n}")
+        else:
+            uv.append(mk.uv)
+            weight.append(mk.weight)
+    return MarkerObservations(
+        first.body, first.points, first.K, first.D, first.R_cw, first.t_cw,
+        np.concatenate(uv), np.concatenate(weight), first.model,
+    )  # fmt: skip
 
 
 def joint_inertia(structure: TreeStructure, values: dict, q: np.ndarray) -> np.ndarray:
