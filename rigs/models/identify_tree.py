@@ -389,17 +389,22 @@ def identify_tree_series(
     series_list: list[dict],
     progress: Callable[[str], None] | None = None,
     labels: list[str] | None = None,
+    markers=None,
 ) -> tuple[Estimate, list[dict]]:
     """Identify ``spec.parameters`` from every series jointly. No file I/O. Returns the
     ``Estimate`` (with its fit status, parameter flags, prediction checks and verdict) and
-    per series a dict with ``grid`` (s), fitted ``angles[n, k]``, ``states`` and ``cost``
-    (weighted squared residual per step of that series)."""
+    per series a dict with ``grid`` (s), fitted ``angles[n, k]``, ``states``, ``cost``
+    (weighted squared residual per step of that series) and, where the series has markers,
+    the fitted ``pixels[n, m, 2]``. ``markers``: None, one ``MarkerObservations`` for the
+    first series, or one (or None) per series (``build_problem``)."""
     say = progress or (lambda _line: None)
     settings = tree_settings(spec)
     names = list(spec.parameters)
     labels = labels or [f"series {i}" for i in range(len(series_list))]
     start = time.perf_counter()
-    problem, X0, theta0, info = build_problem(rig, spec, names, series_list, settings)
+    problem, X0, theta0, info = build_problem(
+        rig, spec, names, series_list, settings, markers=markers
+    )
     n_total = len(problem.y)
     say(
         f"identifying {', '.join(names)} from {len(series_list)} log(s), {n_total} steps of "
@@ -411,6 +416,12 @@ def identify_tree_series(
         + ", ".join(f"{k} {v:.3g} N m s" for k, v in info["process_noise"].items())
         + "; encoder noise "
         + ", ".join(f"{k} {v:.3g} rad" for k, v in info["sensor_noise"].items())
+        + (
+            f"; markers {info['marker_noise_px']:.3g} px"
+            f" ({int(np.sum(problem.markers.weight > 0))} marker samples)"
+            if "marker_noise_px" in info
+            else ""
+        )
     )
     theta0 = _consistent_start(spec, problem, theta0, say)
     res = fit(problem, X0, theta0, settings, names, n_total, say)
@@ -462,6 +473,7 @@ def identify_tree_series(
             "process_noise": info["process_noise"],
             "process_noise_default": info["process_noise_default"],
             "sensor_noise": info["sensor_noise"],
+            **({"marker_noise_px": info["marker_noise_px"]} if "marker_noise_px" in info else {}),
         },
         covariance=cov.cov.tolist(),
         identifiability={
@@ -549,6 +561,7 @@ def _segment_fits(problem: TreeProblem, res, series_list) -> list[dict]:
     n = problem.structure.n
     observed = list(problem.structure.observed)
     dyn, obs, _ = problem.residuals(res.X, res.theta)
+    pixels = problem.marker_pixels(res.X, res.theta)
     for s in series_list:
         m = len(s["grid"])
         cost = float(np.sum(obs[offset : offset + m] ** 2))
@@ -558,6 +571,8 @@ def _segment_fits(problem: TreeProblem, res, series_list) -> list[dict]:
             {"grid": s["grid"], "angles": states[:, :n][:, observed], "states": states,
              "cost": cost / m}
         )  # fmt: skip
+        if pixels is not None and np.any(problem.markers.weight[offset : offset + m] > 0):
+            fits[-1]["pixels"] = pixels[offset : offset + m]
         offset += m
     return fits
 

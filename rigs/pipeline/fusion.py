@@ -91,7 +91,9 @@ def _unit(v) -> np.ndarray:
 
 def marker_kinematics(rig, markers: VideoMarkers):
     """``frames(angles[N, k]) -> (centres, normals, ups)`` each [N, m, 3] in the world (m),
-    through the rig's own zero-violation configuration at those joint angles."""
+    at those encoder angles: through a SPOOK rig's zero-violation configuration
+    (``state_from_angles``), or a tree rig's (``rigs.models.tree_rig.FitRig``) body poses
+    with the encoders' joints at the angles and any other joint at 0."""
     import jax
     import jax.numpy as jnp
 
@@ -100,10 +102,24 @@ def marker_kinematics(rig, markers: VideoMarkers):
     body = jnp.asarray(markers.body)
     vecs = jnp.stack([markers.points, markers.normals, markers.ups])  # [3, m, 3]
 
-    def one(a):
-        r, e = rig.state_from_angles(a)
-        turn = jax.vmap(jax.vmap(rotate), in_axes=(None, 0))(e[body], vecs)
-        return r[body] + turn[0], turn[1], turn[2]
+    if hasattr(rig, "state_from_angles"):
+
+        def one(a):
+            r, e = rig.state_from_angles(a)
+            turn = jax.vmap(jax.vmap(rotate), in_axes=(None, 0))(e[body], vecs)
+            return r[body] + turn[0], turn[1], turn[2]
+
+    else:
+        from physid.dynamics.tree import body_poses
+
+        params = rig.make_params({k: jnp.asarray(float(v)) for k, v in rig.values.items()})
+        joints = jnp.asarray(rig.observed)
+
+        def one(a):
+            q = jnp.zeros(rig.tree.n_dof).at[joints].set(a)
+            R, p = body_poses(rig.tree, params, q)
+            turn = jnp.einsum("mij,vmj->vmi", R[body], vecs)
+            return p[body] + turn[0], turn[1], turn[2]
 
     batched = jax.jit(jax.vmap(one))
 

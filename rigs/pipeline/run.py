@@ -441,8 +441,10 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
 
 def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
     """Tree rigs (``[rig] model = "tree"``) and pendulum / Furuta specs with ``[method]
-    estimator = "tree"``: encoder logs → joint state and parameter estimation on generalized
-    coordinates, every log fitted jointly (``rigs.models.identify_tree``)."""
+    estimator = "tree"``: encoder logs (+ a marker video of the first, when the rig declares
+    markers: clock sync, camera pose, pixels on the grid) → joint state and parameter
+    estimation on generalized coordinates, every log fitted jointly
+    (``rigs.models.identify_tree``)."""
     from physid.rigs.encoders import read_log
     from physid.rigs.models.identify_hinged import enable_compilation_cache, refuse_long_gaps
     from physid.rigs.models.identify_tree import (
@@ -454,17 +456,12 @@ def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict
 
     if not exp.encoders:
         raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
-    if exp.videos:
-        raise InputError(
-            f"{exp.name}: marker videos are fused by the SPOOK estimator only; set [method] "
-            'estimator = "spook" in the spec, or leave the video out of the experiment'
-        )
     enable_compilation_cache()
     rig = tree_rig_of(spec)
     h = tree_settings(spec)["h"]
     log.begin("encoders")
     facts: dict = {"encoders": []}
-    series, labels = [], []
+    series, labels, streams = [], [], []
     for path in exp.encoders:
         stream = read_log(path, spec)
         if settings.get("refuse_gaps"):
@@ -475,10 +472,19 @@ def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict
         log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
         series.append(series_on_grid(stream, rig, h, path))
         labels.append(path.name)
+        streams.append(stream)
+    markers, camera_info, files, warned = None, None, {}, []
+    if exp.videos:
+        markers, camera_info = _fuse_video(
+            exp, spec, rig, streams[0], series[0], work, log, facts, warned, files
+        )
     log.begin("identify")
-    estimate, fits = identify_tree_series(spec, rig, series, log.print, labels)
-    estimate = _with_report_series(estimate, {"series": fit_series(rig, series[0], fits[0], None)})
-    return Result(estimate, facts, {}, [])
+    estimate, fits = identify_tree_series(spec, rig, series, log.print, labels, markers)
+    additions = {"series": fit_series(rig, series[0], fits[0], markers)}
+    if camera_info is not None:
+        additions["camera"] = camera_info
+    estimate = _with_report_series(estimate, additions)
+    return Result(estimate, facts, files, warned)
 
 
 # A segment of a split log shorter than this many grid steps cannot be fitted on its own
