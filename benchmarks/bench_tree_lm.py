@@ -2,9 +2,15 @@
 identification of Marklund et al., Section 4.6, next to the SPOOK LM and
 ``scipy.optimize.least_squares(method="trf", jac_sparsity=…)`` (issue 22's benchmark).
 
-Data: the simulated 2 s swing-up of ``bench_lm_vs_scipy.furuta13_recording`` (SPOOK at
-h = 1e-4 s with Table G.5's hinges, 4096-count encoders, 1 kHz), the same recording for all
-three; parameters, start values and box of ``rigs.pipeline.synthetic.FURUTA_SECTION_4_6``.
+Data (``--problem``), the same recording for all three; parameters, start values and box of
+``rigs.pipeline.synthetic.FURUTA_SECTION_4_6``:
+
+- ``furuta13`` (default): the simulated 2 s swing-up of ``bench_lm_vs_scipy.
+  furuta13_recording`` (SPOOK at h = 1e-4 s with Table G.5's compliant hinges and
+  load-dependent dry friction, 4096-count encoders, 1 kHz): outside the tree's model;
+- ``furuta13-tree``: the same swing-up simulated by the tree estimator's own integrator at
+  1e-4 s (``tests/estimation/tree_furuta13.py``): the model-consistent case, encoder σ_y =
+  the quantization.
 
 - tree: ``rigs.models.identify_tree`` (states (q, p) per step, d = 4), estimator h = 1e-3 s,
   default process noise, LM to its own stop;
@@ -17,17 +23,18 @@ Compilation is excluded (one warm-up run of each before the timed ones); medians
 ``--repeats`` runs. ``--memory`` runs the tree LM alone at n = 2000, 8000 and 32000 steps
 (each in a fresh process): peak RSS and time per iteration. ``--scaling``: the
 linearization's time per step at n and 4n steps of identical work (see ``scaling``). The last
-line reads
-``furuta13: tree <s> s, spook <s> s, ratio <r>``.
+line reads ``<problem>: tree <s> s, spook <s> s, ratio <r>`` (wall-clock medians; the line
+before it gives the CPU-time medians, which a loaded machine inflates far less).
 
-    .venv/bin/python benchmarks/bench_tree_lm.py [--repeats 5] [--scipy-limit 120]
-        [--no-spook] [--memory] [--scaling]
+    .venv/bin/python benchmarks/bench_tree_lm.py [--problem furuta13] [--repeats 5]
+        [--scipy-limit 120] [--no-spook] [--memory] [--scaling]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -43,6 +50,7 @@ import scipy.sparse as sp
 from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "estimation"))
 from bench_lm_vs_scipy import furuta13_problem, furuta13_recording  # noqa: E402
 
 from physid.estimation.lm import levenberg_marquardt  # noqa: E402
@@ -56,6 +64,11 @@ from physid.rigs.models.identify_tree import (  # noqa: E402
 )
 from physid.rigs.pipeline.synthetic import FURUTA_SECTION_4_6  # noqa: E402
 from physid.spec import with_parameters  # noqa: E402
+
+
+def _load() -> str:
+    """The 1-minute load average (other processes on the machine)."""
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def tree_problem(rec):
@@ -72,12 +85,13 @@ def tree_problem(rec):
 
 
 def timed(prob, X0, theta0, settings):
+    """(result, [(s, cost)] per iteration, wall s, process CPU s) of one LM run."""
     stamps = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = levenberg_marquardt(
         prob, X0, theta0, settings, lambda i, c, a, th: stamps.append((time.perf_counter() - t0, c))
     )
-    return res, stamps, time.perf_counter() - t0
+    return res, stamps, time.perf_counter() - t0, time.process_time() - c0
 
 
 def run_scipy(prob, X0, theta0, limit: float):
@@ -132,19 +146,38 @@ def run_scipy(prob, X0, theta0, limit: float):
         return trace, None
 
 
-def compare(repeats: int, limit: float, spook: bool) -> None:
+PROBLEMS = ("furuta13", "furuta13-tree")
+
+
+def recording(problem: str, duration: float = 2.0):
+    """The swing-up recording of ``problem``: "furuta13", SPOOK's simulation (compliant
+    hinges, load-dependent friction); "furuta13-tree", the tree integrator's own (sub-stepped,
+    the model the tree estimator fits; ``tests/estimation/tree_furuta13.py``)."""
+    if problem == "furuta13-tree":
+        from tree_furuta13 import consistent_recording
+
+        return consistent_recording(duration)
+    return furuta13_recording(duration)
+
+
+def _medians(runs) -> tuple[float, float]:
+    return statistics.median(r[2] for r in runs), statistics.median(r[3] for r in runs)
+
+
+def compare(problem: str, repeats: int, limit: float, spook: bool) -> None:
     enable_compilation_cache()
-    rec = furuta13_recording()
+    rec = recording(problem)
     truth = rec.truth
     prob, X0, theta0, settings = tree_problem(rec)
     n, d, p = prob.y.shape[0], prob.d, len(theta0)
-    print(f"furuta13 tree: n = {n} steps, d = {d}, p = {p}, unknowns = {n * d + p}", flush=True)
+    print(f"{problem} tree: n = {n} steps, d = {d}, p = {p}, unknowns = {n * d + p}; "
+          f"load {_load()}", flush=True)  # fmt: skip
     timed(prob, X0, theta0, replace(settings, max_iter=1))  # compile
     runs = [timed(prob, X0, theta0, settings) for _ in range(repeats)]
-    for i, (res, _, total) in enumerate(runs):
-        print(f"tree run {i + 1}: cost {res.cost:.6e}, {res.iterations} it, {total:.3f} s, "
-              f"{res.reason}", flush=True)  # fmt: skip
-    t_tree = statistics.median(t for _, _, t in runs)
+    for i, (res, _, total, cpu) in enumerate(runs):
+        print(f"tree run {i + 1}: cost {res.cost:.6e}, {res.iterations} it, {total:.3f} s wall, "
+              f"{cpu:.3f} s CPU, {res.reason}; load {_load()}", flush=True)  # fmt: skip
+    t_tree, c_tree = _medians(runs)
     res = runs[0][0]
     values = res.theta * prob.scale
     print("tree values vs truth:")
@@ -152,15 +185,16 @@ def compare(repeats: int, limit: float, spook: bool) -> None:
         tv = truth[k]
         rel = f"{(v - tv) / tv:+.2%}" if tv else f"{v - tv:+.3g} (abs)"
         print(f"  {k:7s} {v:.6g} (truth {tv:.6g}): {rel}")
-    t_spook = float("nan")
+    t_spook = c_spook = float("nan")
     if spook:
         sprob, sX0, stheta0, ssettings = furuta13_problem(rec=rec)
         timed(sprob, sX0, stheta0, replace(ssettings, max_iter=1, warmup_iter=0))  # compile
         sruns = [timed(sprob, sX0, stheta0, ssettings) for _ in range(repeats)]
-        for i, (r, _, total) in enumerate(sruns):
+        for i, (r, _, total, cpu) in enumerate(sruns):
             print(f"spook run {i + 1}: cost {r.cost:.6e}, {r.iterations} it "
-                  f"(+{r.warmup_iterations} states-only), {total:.3f} s", flush=True)  # fmt: skip
-        t_spook = statistics.median(t for _, _, t in sruns)
+                  f"(+{r.warmup_iterations} states-only), {total:.3f} s wall, {cpu:.3f} s CPU; "
+                  f"load {_load()}", flush=True)  # fmt: skip
+        t_spook, c_spook = _medians(sruns)
     if limit > 0:
         trace, _ = run_scipy(prob, X0, theta0, limit)
         target = res.cost * 1.01
@@ -169,20 +203,24 @@ def compare(repeats: int, limit: float, spook: bool) -> None:
         if hit is None:
             print(f"scipy TRF: best cost {best:.6e} after {len(trace)} evaluations in "
                   f"{trace[-1][0]:.1f} s, never reached {target:.6e}: ratio > "
-                  f"{trace[-1][0] / t_tree:.0f}x")  # fmt: skip
+                  f"{trace[-1][0] / t_tree:.0f}x (wall); load {_load()}")  # fmt: skip
         else:
-            print(f"scipy TRF: reached {target:.6e} at {hit:.1f} s: ratio {hit / t_tree:.0f}x")
-    print(f"furuta13: tree {t_tree:.3f} s, spook {t_spook:.3f} s, ratio {t_spook / t_tree:.1f}")
+            print(f"scipy TRF: reached {target:.6e} at {hit:.1f} s: ratio {hit / t_tree:.0f}x "
+                  f"(wall); load {_load()}")  # fmt: skip
+    print(f"medians of {repeats}, CPU: tree {c_tree:.3f} s, spook {c_spook:.3f} s, "
+          f"ratio {c_spook / c_tree:.1f}")  # fmt: skip
+    print(f"{problem}: tree {t_tree:.3f} s, spook {t_spook:.3f} s, ratio {t_spook / t_tree:.1f}")
 
 
 def memory_one(n_steps: int) -> None:
     rec = furuta13_recording(n_steps / 1000.0)
     prob, X0, theta0, settings = tree_problem(rec)
     timed(prob, X0, theta0, replace(settings, max_iter=1))
-    res, _, total = timed(prob, X0, theta0, replace(settings, max_iter=3))
+    res, _, total, cpu = timed(prob, X0, theta0, replace(settings, max_iter=3))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"n": int(prob.y.shape[0]), "peak_rss_mb": rss,
-                      "s_per_iteration": total / max(res.iterations, 1)}))  # fmt: skip
+    it = max(res.iterations, 1)
+    print(json.dumps({"n": int(prob.y.shape[0]), "peak_rss_mb": rss, "iterations": it,
+                      "s_per_iteration": total / it, "cpu_s_per_iteration": cpu / it}))  # fmt: skip
 
 
 def scaling(reps=(1, 4), repeats: int = 5) -> None:
@@ -235,11 +273,14 @@ def memory(sizes=(2000, 8000, 32000)) -> None:
         )  # fmt: skip
         row = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"n = {row['n']:6d}: peak RSS {row['peak_rss_mb']:8.0f} MB, "
-              f"{row['s_per_iteration']:.3f} s per iteration", flush=True)  # fmt: skip
+              f"{row['s_per_iteration']:.3f} s wall, {row['cpu_s_per_iteration']:.3f} s CPU "
+              f"per iteration ({row['iterations']} iterations), load {_load()}",
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", choices=PROBLEMS, default="furuta13")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--scipy-limit", type=float, default=120.0)
     ap.add_argument("--no-spook", action="store_true")
@@ -254,4 +295,4 @@ if __name__ == "__main__":
     elif a.memory:
         memory()
     else:
-        compare(a.repeats, a.scipy_limit, not a.no_spook)
+        compare(a.problem, a.repeats, a.scipy_limit, not a.no_spook)
