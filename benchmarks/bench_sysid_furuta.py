@@ -24,17 +24,22 @@ the dampings 40 % and 100 % off).
   escape a wrong local minimum); ``--windows 10`` fits the whole log from the starts. Its
   std: ``calculate_intervals``'s covariance (the residuals' variance times (JᵀJ)⁻¹).
 
-Medians over ``--repeats`` runs. Prints both errors and std per parameter and both times; the
-last line reads ``furuta-sysid: physid <s> s, mujoco.sysid <s> s, ratio <r>``.
+Medians over ``--repeats`` runs (``--cli-repeats`` for the fresh-process command line), wall
+and CPU time, with the load average. Prints both errors and std per parameter and both times;
+the last line reads ``furuta-sysid: physid <s> s, mujoco.sysid <s> s, ratio <r>``, physid's
+time being ``physid.identify`` in a process that has fitted this rig before (compiled model
+reused); the line before it gives the fresh-process command line's ratio.
 
-    .venv/bin/python benchmarks/bench_sysid_furuta.py [--repeats 3] [--windows 1,3,10]
-        [--whole]
+    .venv/bin/python benchmarks/bench_sysid_furuta.py [--repeats 5] [--cli-repeats 1]
+        [--windows 1,3,10] [--whole]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -100,9 +105,9 @@ def starts_and_bounds(model: mujoco.MjModel) -> dict[str, tuple[float, float, fl
     return out
 
 
-def run_sysid(capture: Path, windows: list[float]) -> tuple[dict, dict, float]:
-    """mujoco.sysid on the capture: (values, std, seconds)."""
-    t0 = time.perf_counter()
+def run_sysid(capture: Path, windows: list[float]) -> tuple[dict, dict, float, float]:
+    """mujoco.sysid on the capture: (values, std, wall s, process CPU s)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     log = physid.read_log(capture, physid.load_spec(SPEC))
     t = log.t - log.t[0]
     q = log.values[:, :2]
@@ -140,40 +145,51 @@ def run_sysid(capture: Path, windows: list[float]) -> tuple[dict, dict, float]:
         params, result = sysid.optimize(
             params, residual_fn, optimizer="mujoco", verbose=False, x_scale=scale, max_iters=100
         )
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     residuals, _, _ = residual_fn(params.as_vector(), params)
     cov, _ = sysid.calculate_intervals(residuals, result.jac)
     values = {name: float(params[name].value[0]) for name in start}
     std = dict(zip(start, np.sqrt(np.diag(cov)).tolist(), strict=True))
-    return values, std, seconds
+    return values, std, seconds, cpu
 
 
-def run_cli(capture: Path, out: Path) -> tuple[dict, dict, float]:
-    """``physid identify`` in a fresh process: (values, std, wall seconds)."""
+def run_cli(capture: Path, out: Path) -> tuple[dict, dict, float, float]:
+    """``physid identify`` in a fresh process: (values, std, wall s, the child's CPU s)."""
     import json
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run(
         [*PHYSID, "identify", str(SPEC), str(capture), "--out", str(out), "--force"],
         capture_output=True,
         text=True,
     )
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     estimate = json.loads((out / "estimate.json").read_text())
     values = {k: p["value"] for k, p in estimate["parameters"].items()}
     std = {k: p["std"] for k, p in estimate["parameters"].items()}
-    return values, std, seconds
+    return values, std, seconds, cpu
 
 
-def run_api(capture: Path) -> tuple[dict, dict, float, object]:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load() -> str:
+    """The 1-minute load average (other processes on this machine)."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def run_api(capture: Path) -> tuple[dict, dict, float, float, object]:
+    """``physid.identify`` in this process: (values, std, wall s, process CPU s, Estimate)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     est = physid.identify(SPEC, capture)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     values = {k: p.value for k, p in est.parameters.items()}
     std = {k: p.std for k, p in est.parameters.items()}
-    return values, std, seconds, est
+    return values, std, seconds, cpu, est
 
 
 def table(label: str, values: dict, std: dict, true: dict) -> float:
@@ -192,7 +208,10 @@ def table(label: str, values: dict, std: dict, true: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--cli-repeats", type=int, default=1, help="fresh-process physid identify runs"
+    )
     parser.add_argument("--windows", default="1,3,10", help="mujoco.sysid's growing windows (s)")
     parser.add_argument(
         "--whole", action="store_true", help="also mujoco.sysid on the whole log, no windows"
@@ -207,38 +226,50 @@ def main() -> None:
         capture = write_capture(run, Path(tmp) / "furuta.bin")
         print(f"capture: {capture.stat().st_size} bytes, {len(run.t)} frames at 1 kHz")
 
-        # The peer first, then physid in this process, then the command line: each side's
-        # table as soon as it is measured.
+        # physid first (in this process: the first call compiles, the next ones reuse it),
+        # then the command line, then the peer (the longest): each table when measured.
+        first = run_api(capture)
+        api = [run_api(capture) for _ in range(args.repeats)]
+        t_api, c_api = _medians(api)
+        print(
+            f"physid.identify (API): first call {first[2]:.2f} s wall / {first[3]:.2f} s CPU, "
+            f"then {_runs(api)}; {first[4].iterations} iterations, verdict "
+            f"{first[4].validation['verdict']!r}, status {first[4].status['result']!r}; "
+            f"load {_load()}",
+            flush=True,
+        )
+        worst_physid = table("physid.identify", first[0], first[1], true)
+        cli = [run_cli(capture, Path(tmp) / f"cli{i}") for i in range(args.cli_repeats)]
+        t_cli, c_cli = _medians(cli) if cli else (float("nan"), float("nan"))
+        print(f"physid identify (CLI, fresh process): {_runs(cli)}; load {_load()}", flush=True)
         peer = [run_sysid(capture, windows) for _ in range(args.repeats)]
-        t_peer = statistics.median(p[2] for p in peer)
-        print(f"mujoco.sysid (windows {windows} s): {[round(p[2], 2) for p in peer]} s")
+        t_peer, c_peer = _medians(peer)
+        print(f"mujoco.sysid (windows {windows} s): {_runs(peer)}; load {_load()}", flush=True)
         worst_peer = table("mujoco.sysid", peer[0][0], peer[0][1], true)
         if args.whole:
             whole = run_sysid(capture, [windows[-1]])
             print(f"mujoco.sysid on the whole log from the starts: {whole[2]:.2f} s")
             table("mujoco.sysid, whole log", whole[0], whole[1], true)
-        first = run_api(capture)
-        api = [run_api(capture) for _ in range(args.repeats)]
-        t_api = statistics.median(a[2] for a in api)
-        print(
-            f"physid.identify (API): first call {first[2]:.2f} s, then "
-            f"{[round(a[2], 2) for a in api]} s; {first[3].iterations} iterations, "
-            f"verdict {first[3].validation['verdict']!r}, status {first[3].status['result']!r}"
-        )
-        worst_physid = table("physid.identify", first[0], first[1], true)
-        print(
-            f"physid.identify in-process (compiled) {t_api:.2f} s: "
-            f"{t_peer / t_api:.1f}x faster than mujoco.sysid",
-            flush=True,
-        )
-        cli = [run_cli(capture, Path(tmp) / f"cli{i}") for i in range(args.repeats)]
-        t_cli = statistics.median(c[2] for c in cli)
-        print(f"physid identify (CLI, fresh process): {[round(c[2], 2) for c in cli]} s")
         print(f"largest error: physid {worst_physid:.3%}, mujoco.sysid {worst_peer:.3%}")
         print(
-            f"furuta-sysid: physid {t_cli:.2f} s, mujoco.sysid {t_peer:.2f} s, "
-            f"ratio {t_peer / t_cli:.2f}"
+            f"medians of {args.repeats}, CPU: physid.identify {c_api:.2f} s, physid identify "
+            f"(fresh process) {c_cli:.2f} s, mujoco.sysid {c_peer:.2f} s, ratio "
+            f"{c_peer / c_api:.1f} (in process) {c_peer / c_cli:.2f} (fresh process)"
         )
+        print(f"physid identify in a fresh process {t_cli:.2f} s wall: ratio {t_peer / t_cli:.2f}")
+        print(
+            f"furuta-sysid: physid {t_api:.2f} s, mujoco.sysid {t_peer:.2f} s, "
+            f"ratio {t_peer / t_api:.1f}"
+        )
+
+
+def _medians(runs) -> tuple[float, float]:
+    """Medians of the wall and the CPU seconds of ``runs`` (tuples (…, wall, CPU, …))."""
+    return statistics.median(r[2] for r in runs), statistics.median(r[3] for r in runs)
+
+
+def _runs(runs) -> str:
+    return ", ".join(f"{r[2]:.2f} s wall / {r[3]:.2f} s CPU" for r in runs)
 
 
 if __name__ == "__main__":
