@@ -58,10 +58,17 @@ from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORI
 from physid.spec import RigSpec
 from physid.streams import Stream
 
-# The default process noise moves a joint by its encoder noise at this frequency (Hz): the
-# cutoff of the initial filter (Section 4.4). Above it the angles are noise, and a torque error
-# that only shows there cannot be told from noise.
-NOISE_BANDWIDTH_HZ = 10.0
+# The default process noise moves a joint by its encoder noise at this frequency (Hz). It is
+# the crossover of the estimator read as a smoother (``default_process_noise``): the states
+# follow the model below it and the data above it. The fitted values depend on nothing else
+# in the default (σ_w ∝ σ_y, so the encoder's noise scales every weight alike). 3 Hz, about
+# three times the swing frequencies of the rigs (~1 Hz): measured on data the model
+# describes (docs/tree-estimator.md), 10 Hz let the process noise absorb the dampers'
+# torque (pendulum b +1.7e-3 with 1e-5 rad noise; 13-parameter Furuta b1 −65 %, not
+# identified), while 1 Hz left the step's discretization error at h = 1e-3 s nowhere to go
+# (cost per step 2.5× its expectation, J_Azz +3.9 %); at 3 Hz the cost per step is that of
+# 10 Hz and every parameter is within a few % (Furuta) and 3e-4 (pendulum).
+NOISE_BANDWIDTH_HZ = 3.0
 
 
 METHOD_KEYS = (
@@ -208,7 +215,13 @@ def series_on_grid(stream: Stream, rig, h: float, path) -> dict:
 
 def default_process_noise(c: np.ndarray, sigma_y: float, h: float, bandwidth: float):
     """σ_w [n] (N m s per step): the impulse per step h of the torque c (2π f)² σ_y that moves
-    a joint of inertia c (its diagonal of M) by the encoder noise σ_y at f = ``bandwidth``."""
+    a joint of inertia c (its diagonal of M) by the encoder noise σ_y at f = ``bandwidth``.
+
+    Read as a smoother (a free inertia c, a random impulse of std σ_w per step, positions
+    measured with std σ_y): its crossover is ω = (σ_w / (c σ_y h))^½ = 2π f, the frequency
+    below which the estimated states follow the model and above which they follow the data.
+    The encoder's noise scales the dynamics and the observation weights alike, so the fitted
+    values depend on f only (and the reported std on σ_y)."""
     return (2 * np.pi * bandwidth) ** 2 * np.asarray(c) * sigma_y * h
 
 
