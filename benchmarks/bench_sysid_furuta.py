@@ -30,7 +30,8 @@ the last line reads ``furuta-sysid: physid <s> s, mujoco.sysid <s> s, ratio <r>`
 time being ``physid.identify`` in a process that has fitted this rig before (compiled model
 reused); the line before it gives the fresh-process command line's ratio.
 
-    .venv/bin/python benchmarks/bench_sysid_furuta.py [--repeats 5] [--cli-repeats 1]
+    .venv/bin/python benchmarks/bench_sysid_furuta.py [--repeats 5] [--peer-repeats N]
+        [--cli-repeats 1]
         [--windows 1,3,10] [--whole]
 """
 
@@ -210,6 +211,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--peer-repeats", type=int, default=0, help="mujoco.sysid runs (default: --repeats)"
+    )
+    parser.add_argument(
         "--cli-repeats", type=int, default=1, help="fresh-process physid identify runs"
     )
     parser.add_argument("--windows", default="1,3,10", help="mujoco.sysid's growing windows (s)")
@@ -242,7 +246,7 @@ def main() -> None:
         cli = [run_cli(capture, Path(tmp) / f"cli{i}") for i in range(args.cli_repeats)]
         t_cli, c_cli = _medians(cli) if cli else (float("nan"), float("nan"))
         print(f"physid identify (CLI, fresh process): {_runs(cli)}; load {_load()}", flush=True)
-        peer = [run_sysid(capture, windows) for _ in range(args.repeats)]
+        peer = [run_sysid(capture, windows) for _ in range(args.peer_repeats or args.repeats)]
         t_peer, c_peer = _medians(peer)
         print(f"mujoco.sysid (windows {windows} s): {_runs(peer)}; load {_load()}", flush=True)
         worst_peer = table("mujoco.sysid", peer[0][0], peer[0][1], true)
@@ -252,7 +256,7 @@ def main() -> None:
             table("mujoco.sysid, whole log", whole[0], whole[1], true)
         print(f"largest error: physid {worst_physid:.3%}, mujoco.sysid {worst_peer:.3%}")
         print(
-            f"medians of {args.repeats}, CPU: physid.identify {c_api:.2f} s, physid identify "
+            f"medians, CPU: physid.identify {c_api:.2f} s, physid identify "
             f"(fresh process) {c_cli:.2f} s, mujoco.sysid {c_peer:.2f} s, ratio "
             f"{c_peer / c_api:.1f} (in process) {c_peer / c_cli:.2f} (fresh process)"
         )
