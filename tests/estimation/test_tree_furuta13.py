@@ -83,10 +83,10 @@ def test_furuta13_unexcited_inertias_are_flagged_by_name(fitted):
 
 @pytest.mark.slow
 def test_furuta13_identified_parameters_within_5_percent_and_3_std(fitted):
-    """5 % is the issue's; the measured errors are ≤ 2.4 % (the dry-friction coefficients,
-    whose std is ~9 %/8 % of μ1/μ2... see docs/tree-estimator.md), so a discretization bias
-    of twice today's would still pass while a model error of SPOOK's size (tens of %) would
-    not. |z| ≤ 3: the reported std covers the error."""
+    """5 % is the issue's; measured ≤ 2.9 % (μ1, whose std is 8 % of it; every |z| ≤ 0.84,
+    docs/tree-estimator.md), so the discretization bias could grow by half and still pass,
+    while a model error of SPOOK's size (tens of %) would not. |z| ≤ 3: the reported std
+    covers the error."""
     rec, estimate = fitted
     for k, p in estimate.parameters.items():
         if k in UNEXCITED:
