@@ -36,8 +36,8 @@ from physid.estimation.lm import (
     levenberg_marquardt,
 )
 from physid.estimation.markers import MarkerObservations
-from physid.estimation.step_bias import richardson
-from physid.estimation.uncertainty import Covariance, parameter_covariance
+from physid.estimation.step_bias import extrapolation_noise_increment, richardson
+from physid.estimation.uncertainty import Covariance, noise_influence, parameter_covariance
 from physid.estimation.validation import validation
 from physid.rigs.models import validate_hinged
 from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
@@ -460,7 +460,9 @@ def identify_series(
     std, extra = lin_std, {"std_linearized_white": _named(names, white.std)}
     reported = values
     if settings["model_error"] and names and status.converged:
-        half, half_status = refit_at_half_step(spec, rig, problem, res, series_list[0], marks[0])
+        half, half_status, (refit, half_res) = refit_at_half_step(
+            spec, rig, problem, res, series_list[0], marks[0]
+        )
         lower, upper = problem.lower * problem.scale, problem.upper * problem.scale
         step = richardson(values, half, lower, upper, box)
         lmi = problem.consistency
@@ -476,12 +478,20 @@ def identify_series(
             say(f"  step bias removed (refit at h/2): {_show(names, reported - values)}")
         else:
             say(f"  model error (refit at h/2): {_show(names, step.std)}")
-        std = np.sqrt(lin_std**2 + step.std**2)
+        # The extrapolated value's own noise (the two fits see the same samples); where the
+        # extrapolation lowers it, the std at h is kept.
+        amplified = np.where(
+            step.extrapolated,
+            np.maximum(np.diag(extrapolation_noise(problem, res, refit, half_res, noise)), 0.0),
+            0.0,
+        )
+        std = np.sqrt(lin_std**2 + amplified + step.std**2)
         extra.update(
             values_at_step=_named(names, values),
             values_at_half_step=_named(names, half),
             step_extrapolated=dict(zip(names, step.extrapolated.tolist(), strict=True)),
             discretization_error=_named(names, step.std),
+            extrapolation_noise=_named(names, np.sqrt(amplified)),
             std_linearized=_named(names, lin_std),
             half_step_status=half_status.to_dict(),
         )
@@ -813,7 +823,9 @@ def fitted_covariance(
     if not hold_bounds:
         bounds = np.full(len(result.theta), "")
     lmi, values = problem.consistency, result.theta * problem.scale
-    kw = {"batches": batches, "obs_noise": obs_noise}
+    # With the data's noise given, the observation rows are the random input and the
+    # dynamics rows' residuals are model error (``parameter_covariance``, dynamics_noise).
+    kw = {"batches": batches, "obs_noise": obs_noise, "dynamics_noise": obs_noise is None}
     if lmi is None:
         return parameter_covariance(result.lin, problem.scale, values, bounds, **kw)
     rows = lmi.active_rows(result.theta)
@@ -848,7 +860,7 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
     13-parameter swing-up that estimate is 0.9–1.7 times the true error of the inertias, b2,
     μ2 and tilt_z (docs/lm-estimator.md). Returns the values and the refit's ``Status``
     (the same Gauss–Newton test as the fit's: the extrapolation trusts χ(h/2) as a
-    minimum)."""
+    minimum) and the refit's problem and LM result (for its noise influence)."""
     settings = method_settings(spec)
     settings["h"] /= 2
     # From the h solution, at the last κ, without the states-only warm-up (the start is a
@@ -865,7 +877,23 @@ def refit_at_half_step(spec: RigSpec, rig, problem, result, series: dict, marker
         rig, spec, names, half, settings, values, marks, sigma_ref,
         lambda p: np.array([values[k] for k in names]) / p.scale, warm=True,
     )  # fmt: skip
-    return res.theta * refit.scale, fit_status(refit, res, fitted_covariance(refit, res))
+    status = fit_status(refit, res, fitted_covariance(refit, res))
+    return res.theta * refit.scale, status, (refit, res)
+
+
+def extrapolation_noise(problem, result, refit, refit_result, obs_noise) -> np.ndarray:
+    """Cov(2χ(h/2) − χ(h)) − Cov(χ(h)) of the data noise, SI [p, p]
+    (``estimation.step_bias.extrapolation_noise_increment``): the noise influence of the
+    fit at h and of its refit at h/2 on the same samples (the refit's observation rows are
+    the fit's, same weights, so ``obs_noise`` serves both), bounds released, conditional on
+    the consistency faces each solution lies on."""
+
+    def influence(prob, res):
+        lmi = prob.consistency
+        rows = None if lmi is None else lmi.active_rows(res.theta)
+        return noise_influence(res.lin, obs_noise, rows) * prob.scale[None, :, None]
+
+    return extrapolation_noise_increment(influence(problem, result), influence(refit, refit_result))
 
 
 def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:

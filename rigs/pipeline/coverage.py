@@ -100,6 +100,7 @@ def run_case(
             "std_linearized": est.extra.get("std_linearized", est.extra["std_at_stop"]),
             "values_at_half_step": est.extra.get("values_at_half_step"),
             "values_at_step": est.extra.get("values_at_step"),
+            "extrapolation_noise": est.extra.get("extrapolation_noise"),
             # A parameter on a box bound: the bound and its released std (one-sided interval)
             "one_sided": {
                 k: {"side": p.at_bound, "std": p.released_std}
