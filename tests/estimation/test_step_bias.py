@@ -4,7 +4,11 @@ scheme whose error is a polynomial in h."""
 import numpy as np
 import pytest
 
-from physid.estimation.step_bias import RECTANGULAR, richardson
+from physid.estimation.step_bias import (
+    RECTANGULAR,
+    extrapolation_noise_increment,
+    richardson,
+)
 
 
 def shadow(truth, a, c, h):
@@ -47,3 +51,30 @@ def test_a_parameter_held_on_its_bound_stays_there():
     step = richardson([0.0, 1.0], [1e-5, 1.1], [0.0, 0.0], [1.0, 2.0], held=[True, False])
     assert step.values[0] == 0.0 and step.std[0] == 0.0 and not step.extrapolated[0]
     assert step.values[1] == pytest.approx(1.2)
+
+
+def test_the_extrapolated_noise_is_the_two_fits_response_to_the_same_samples():
+    """δχ(h) = Σ_k G_k ε_k and δχ(h/2) = Σ_k G'_2k ε_k for the same white samples ε_k
+    (the refit's odd steps carry none): the increment is Cov(2δχ(h/2) − δχ(h)) −
+    Cov(δχ(h)), checked against 200 000 draws (Monte Carlo: the sample covariance is within
+    3 % of the exact one at that size; 5 % allowed)."""
+    rng = np.random.default_rng(0)
+    n, p, mo = 6, 2, 1
+    g = rng.normal(size=(n, p, mo))
+    g_half = np.zeros((2 * n - 1, p, mo))
+    g_half[::2] = 1.3 * g + 0.4 * rng.normal(size=(n, p, mo))
+    g_half[1::2] = rng.normal(size=(n - 1, p, mo))  # no sample there: must not count
+    increment = extrapolation_noise_increment(g, g_half)
+    eps = rng.normal(size=(200_000, n, mo))
+    d_h = np.einsum("kpm,skm->sp", g, eps)
+    d_r = 2 * np.einsum("kpm,skm->sp", g_half[::2], eps) - d_h
+    np.testing.assert_allclose(increment, np.cov(d_r.T) - np.cov(d_h.T), rtol=0.05, atol=0.05)
+    # A refit that responds to the noise as the fit does adds nothing: 2G − G = G.
+    same = np.zeros_like(g_half)
+    same[::2] = g
+    np.testing.assert_allclose(extrapolation_noise_increment(g, same), 0.0, atol=1e-12)
+
+
+def test_the_two_fits_must_see_the_same_samples():
+    with pytest.raises(ValueError, match="does not match"):
+        extrapolation_noise_increment(np.zeros((4, 2, 1)), np.zeros((9, 2, 1)))

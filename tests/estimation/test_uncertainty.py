@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from physid.estimation.lm import Linearization
-from physid.estimation.uncertainty import bound_flags, parameter_covariance
+from physid.estimation.uncertainty import bound_flags, noise_influence, parameter_covariance
 
 N, D, P, MD, MO = 12, 2, 3, 2, 1  # steps, state dims, parameters, dynamics and obs rows
 
@@ -27,7 +27,7 @@ def _random_linearization(seed: int = 0) -> Linearization:
     )
 
 
-def _dense_covariance(lin: Linearization, keep) -> np.ndarray:
+def _dense_covariance(lin: Linearization, keep, dynamics_noise: bool = True, c_obs=None):
     """(TᵀT)⁻¹ TᵀĈT (TᵀT)⁻¹ with T = (I − J_x J_x⁺) J_θ from the dense Jacobian, over the
     parameters ``keep`` (the others held) or, if ``keep`` is a P×k matrix, over the
     coordinates z of θ = keep z; Ĉ block-diagonal from the residual samples."""
@@ -46,8 +46,8 @@ def _dense_covariance(lin: Linearization, keep) -> np.ndarray:
     basis = np.eye(P)[:, keep] if np.ndim(keep) == 1 else keep
     Jx, Jp = np.vstack(rows_x), np.vstack(rows_p) @ basis
     T = Jp - Jx @ np.linalg.lstsq(Jx, Jp, rcond=None)[0]
-    c_dyn = lin.dyn_r.T @ lin.dyn_r / (N - 2)
-    c_obs = lin.obs_r.T @ lin.obs_r / (N - 1)
+    c_dyn = lin.dyn_r.T @ lin.dyn_r / (N - 2) * dynamics_noise
+    c_obs = lin.obs_r.T @ lin.obs_r / (N - 1) if c_obs is None else c_obs
     C = np.zeros((len(Jx), len(Jx)))
     at = 0
     for kind in blocks:
@@ -108,3 +108,20 @@ def test_covariance_conditional_on_a_linear_constraint():
     np.testing.assert_allclose(cov.cov, N @ _dense_covariance(lin, N) @ N.T, atol=1e-10)
     assert (a @ cov.cov @ a.T).item() == pytest.approx(0.0, abs=1e-10)
     assert np.all(np.isfinite(cov.std)) and np.all(cov.at_bound == "")
+
+
+def test_observation_rows_alone_as_the_random_input():
+    """``dynamics_noise=False``: the meat is the observation rows' (the dynamics block of Ĉ
+    zero), with each row's variance at least the data's noise; the same as the dense
+    reference built that way, and as the sum of the noise influences G_k G_kᵀ (the form
+    the step's extrapolation combines) once that noise is above the residuals' variance."""
+    lin = _random_linearization(3)
+    sigma = np.array([2.0])  # above the residuals' sample std (≈ 1): the floor is active
+    cov = parameter_covariance(lin, np.ones(P), np.ones(P), obs_noise=sigma, dynamics_noise=False)
+    dense = _dense_covariance(lin, [0, 1, 2], dynamics_noise=False, c_obs=np.diag(sigma**2))
+    np.testing.assert_allclose(cov.cov, dense, rtol=1e-8)
+    g = noise_influence(lin, sigma)
+    np.testing.assert_allclose(np.einsum("kpm,kqm->pq", g, g), cov.cov, rtol=1e-8)
+    # Counting the dynamics rows as noise only adds (their meat is positive semidefinite).
+    full = parameter_covariance(lin, np.ones(P), np.ones(P), obs_noise=sigma)
+    assert np.all(np.linalg.eigvalsh(full.cov - cov.cov) > -1e-12)
