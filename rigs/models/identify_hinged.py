@@ -633,14 +633,15 @@ def _std_covers(settings: dict, noise, chans) -> str:
     batches = settings["covariance_batches"]
     text = (
         "The std is linearized (Marklund et al. (3.31)) and covers the measurement noise "
-        "(at least the data's own noise, estimated from the samples) and residuals correlated "
-        f"in time (batch means over {batches} blocks of the log)"
+        "(at least the data's own noise, estimated from the samples, through the observation "
+        "rows) and residuals correlated in time (batch means over "
+        f"{batches} blocks of the log)"
     )
     if settings["model_error"] and settings["step_extrapolation"]:
         text += (
             f". The values are corrected for the step h = {settings['h']:g} s by a refit at "
-            "h/2 (Richardson: 2χ(h/2) − χ(h)) and the std covers what that correction may "
-            "miss (|χ(h) − χ(h/2)|/√3)"
+            "h/2 (Richardson: 2χ(h/2) − χ(h)) and the std covers the noise the correction "
+            "adds and what it may miss (|χ(h) − χ(h/2)|/√3)"
         )
     elif settings["model_error"]:
         text += f", and the discretization error of h = {settings['h']:g} s (refit at h/2)"
