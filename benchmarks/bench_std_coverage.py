@@ -1,9 +1,9 @@
 """Coverage of the reported std (issue 24): 50 synthetic pendulum datasets with independent
 noise (0.5 mrad) and a known model error (data simulated at h = 0.1 ms, identified at
-h = 2 ms; 3 s released from 2 rad),
-and the fraction of errors within 1 and 2 reported std per parameter class, next to the
-same for the values at h (the default, ``step_extrapolation = false``), for the linearized std without
-the h/2 refit and for (3.31) as printed ("white"). d = χ(h) − χ(h/2).
+h = 2 ms; 3 s released from 2 rad), and the fraction of errors within 1 and 2 reported std
+per parameter class, with ``step_extrapolation`` (the study's setting), next to the same
+for the values at h (the default, ``step_extrapolation = false``), for the linearized std
+without the h/2 refit and for (3.31) as printed ("white"). d = χ(h) − χ(h/2).
 
     python benchmarks/bench_std_coverage.py [--seeds 50] [--first-seed 0] [--jsonl rows.jsonl]
     python benchmarks/bench_std_coverage.py --load rows.jsonl
