@@ -67,5 +67,7 @@ def test_the_step_bias_is_removed_and_the_std_covers_what_remains():
         assert p.identifiable
         assert est.extra["step_extrapolated"][name]
         assert p.std**2 == pytest.approx(
-            linearized[name] ** 2 + est.extra["discretization_error"][name] ** 2
+            linearized[name] ** 2
+            + est.extra["extrapolation_noise"][name] ** 2
+            + est.extra["discretization_error"][name] ** 2
         )
