@@ -8,12 +8,14 @@ The study runs with ``[method] step_extrapolation = true`` (``PENDULUM``; off by
 docs/validation.md). Measured 2026-11-25 (before the observation-only white meat and the
 extrapolation's own noise): with the step's bias removed by the h/2 refit (Richardson) and
 b's bound released, within 1 / 2 reported std: inertia 72 % / 100 %, damping 84 % / 98 %
-(11 on the bound, counted one-sidedly), friction 80 % / 96 %. With the std of this code,
-recomputed exactly from re-fits of part of the seeds (docs/validation.md), the same
-pattern. Damping and friction over-cover (more than 76 % within 1 std): the box b ≥ 0 clips
-22 % of the datasets and narrows b's and μ's spread below the unconstrained linearized one,
-which the fits inside the box match (correlation 0.999). The issue's 60–76 % band is
-recorded for them as an expected failure (strict: it must be revisited the day it passes).
+(11 on the bound, counted one-sidedly), friction 80 % / 96 %. With this code, on the 14
+seeds re-fitted in its session (0–6, 25–31; the full 50 are not re-run): 79 / 100 %,
+86 / 100 %, 86 / 100 % (the code before on the same seeds: 79 / 100, 86 / 93, 79 / 86 %),
+docs/validation.md. Damping and friction over-cover (more than 76 % within 1 std): the box
+b ≥ 0 clips 22 % of the datasets and narrows b's and μ's spread below the unconstrained
+linearized one, which the fits inside the box match (correlation 0.999). The issue's
+60–76 % band is recorded for them as an expected failure (strict: it must be revisited
+the day it passes).
 """
 
 import pytest
