@@ -664,10 +664,11 @@ def friction_report(fit, settings: IpoptSettings, mu_std: float) -> dict:
 
 
 _STD_COVERS = (
-    "The std is linearized (implicit function theorem on IPOPT's KKT system) and covers the "
-    "frames' noise (scaled by the fit's residual variance) and residuals correlated in time "
-    "(batch means over blocks of frames). It does not cover errors of the fixed geometry, "
-    "the mass or the ground line."
+    "J/m, mu and restitution are refined by output error (the IRC model's free run against "
+    "every frame, from the NLP's values); their std is that fit's Gauss-Newton covariance, "
+    "scaled by the residual variance where it exceeds 1, plus batch means over blocks of "
+    "frames (residuals correlated in time). It covers the frames' noise, not errors of the "
+    "fixed geometry, the mass or the ground line."
 )
 
 
@@ -688,12 +689,21 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     mu_bound = str(bound_flags([fit.mu], [settings.mu_bounds[0]], [settings.mu_bounds[1]],
                                [settings.mu_initial])[0])  # fmt: skip
     excited = bool(ident.get("identifiable", False))
-    eps_value = eps["value"] if eps["value"] is not None else math.nan
-    eps_std = eps["std"] if eps["std"] is not None else math.inf
+    eps_value = eps["value"] if eps["value"] is not None else 0.0
+    hold_mu = friction["sliding_steps"] == 0
+    # The NLP's J/m and mu and the frames' restitution start an output-error fit of the IRC
+    # model (drop_checks.output_error): the values reported, and the free run's start.
+    start_values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": eps_value}
+    oe = drop_checks.output_error(fit, t_m, q_m, geometry, settings, start_values, hold_mu)
+    values = oe.values
+    std_jm, std_eps = oe.std["J_over_m"], oe.std["restitution"]
+    if not hold_mu:
+        std_mu = oe.std["mu"]
+        friction = friction | {"value": values["mu"]}
     params = flag_parameters(
         ("J_over_m", "mu", "restitution"),
-        [fit.j_over_m, friction["value"], eps_value],
-        [std_jm, std_mu if friction["identifiable"] else math.inf, eps_std],
+        [values["J_over_m"], friction["value"], values["restitution"]],
+        [std_jm, std_mu if friction["identifiable"] else math.inf, std_eps],
         {"J_over_m": "m^2", "mu": "1", "restitution": "1"},
         status,
         at_bound=[jm_bound, "" if friction["sliding_steps"] == 0 else mu_bound, ""],
@@ -706,18 +716,21 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         if friction["identifiable"]
         else "no contact step slides: mu is only bounded below by max |c_t|/c_n",
     }
-    ident["restitution"] = eps
+    ident["restitution"] = eps | {"note": "from frame differences across each impact: the "
+                                   "output-error fit's start"}  # fmt: skip
+    ident["output_error"] = oe.to_dict()
     checked = (True, friction["identifiable"])  # a bound-only mu has no std to trust
     ident["covariance"] = covariance_report(
         cov, ("J_over_m", "mu"), (fit.j_over_m, fit.mu), checked
     )
+    ident["covariance"]["note"] = "the NLP's linearized covariance (its values: nlp_values)"
+    ident["nlp_values"] = {"J_over_m": fit.j_over_m, "mu": fit.mu}
     ident["impacts_seen_in_frames"] = context.get("impacts_seen", [])
     n_frames = len(fit.frame_index)
-    values = {"J_over_m": fit.j_over_m, "mu": fit.mu,
-              "restitution": eps_value if math.isfinite(eps_value) else 0.0}  # fmt: skip
     predictions = drop_checks.predictions(
-        fit, t_m, q_m, geometry, settings, m, values, Path(str(context["path"])).name
-    )
+        fit, t_m, q_m, geometry, settings, m, values, Path(str(context["path"])).name,
+        (oe.q0, oe.v0),
+    )  # fmt: skip
     checked_fit = validation(status, predictions, params, {}, _STD_COVERS)
     return Estimate(
         rig=spec.name,
@@ -747,7 +760,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
             "j_over_m_starts": context.get("starts", []),
             **fit.stats,
         },
-        covariance=np.asarray(cov["covariance"]).tolist(),
+        covariance=np.asarray(oe.covariance[:2, :2]).tolist(),
         identifiability=ident,
         extra={
             **fit_extra(fit, m, t_m, q_m),
