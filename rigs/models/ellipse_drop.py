@@ -457,9 +457,11 @@ def identify_pooled(spec: RigSpec, throws: list[Throw], console) -> Estimate:
     )
     values = {k: v["value"] for k, v in pooled.items()}
     predictions = []
-    for t in throws:
+    for t in throws:  # each from its own output-error fit's initial state
+        oe = t.estimate.identifiability["output_error"]
+        start = (np.asarray(oe["q0"], float), np.asarray(oe["v0"], float))
         predictions += drop_checks.predictions(
-            t.fit, t.t_m, t.q_m, t.geometry, t.settings, t.mass, values, t.path.name
+            t.fit, t.t_m, t.q_m, t.geometry, t.settings, t.mass, values, t.path.name, start
         )
     units = {"J_over_m": "m^2", "mu": "1", "restitution": "1"}
     params = flag_parameters(
