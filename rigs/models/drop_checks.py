@@ -62,6 +62,18 @@ FREE_RUN_HORIZON = 1.0  # s, the free run's verdict horizon
 # step the sinking is below the sample tracker's noise (3.5 um). The same step as the
 # sample's truth (``rigs.pipeline.sample.DropScenario``).
 SUBSTEP_H = 1.0 / 240000
+# m/s: IRC's sinking per impact is about the approach speed times the sub-step (sample drop:
+# 0.42 mm at 1/2400 s, 2.2 um at 1/240000 s for a 1.1 m/s landing)
+SINK_SPEED = 1.0
+
+
+def substep_for(sigma_pos: float) -> float:
+    """The IRC sub-step (s) of the prediction and output-error roll-outs for frames of noise
+    ``sigma_pos`` (m): the longest whose sinking into the ground, SINK_SPEED x sub-step,
+    stays below a third of the noise, and no shorter than ``SUBSTEP_H``. The sample's
+    13.6 um gives 4.5 us; the tests' 1 mm throws 333 us, a hundred times fewer steps for
+    the same answer where the frames cannot see the difference."""
+    return max(SUBSTEP_H, sigma_pos / (3.0 * SINK_SPEED))
 
 
 def impact_consistency(t_m, q_m, geometry, sigma_pos: float, sigma_theta: float) -> list[dict]:
@@ -315,7 +327,8 @@ def predictions(fit, t_m, q_m, geometry, settings, m: float, values: dict, label
     present[fit.frame_index] = True
     obs = Observations(t, y, present)
     chans = channels(settings)
-    sim = simulator(geometry, m, values["J_over_m"], values["mu"], values["restitution"], h)
+    sub = substep_for(settings.sigma_pos)
+    sim = simulator(geometry, m, values["J_over_m"], values["mu"], values["restitution"], h, sub)
     k = max(1, min(int(round(PREDICTION_HORIZON / h)), len(t) - 1))
 
     ahead = k_step_observed(sim, fit, obs, chans, k, label)
@@ -426,7 +439,7 @@ class OutputError:
 
 
 def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
-                 iterations: int = 15, substep_h: float = SUBSTEP_H) -> OutputError:  # fmt: skip
+                 iterations: int = 15, substep_h: float | None = None) -> OutputError:  # fmt: skip
     """Refine J/m, mu (unless ``hold_mu``), restitution and the initial state (q0, v0) by
     output error: minimize Σ ((ŷ_i − y_i)/σ)² over every frame, ŷ the IRC roll-out
     (:func:`simulator`, sub-stepped) from (q0, v0) with those parameters; Levenberg–
@@ -442,6 +455,7 @@ def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
     contact impulses alone do."""
     t = np.asarray(fit.t, float)
     h = float(np.median(np.diff(t)))
+    substep_h = substep_for(settings.sigma_pos) if substep_h is None else substep_h
     frames = np.asarray(fit.frame_index)
     sig = np.array([settings.sigma_pos, settings.sigma_pos, settings.sigma_theta])
     y = np.asarray(q_m, float)
