@@ -48,13 +48,20 @@ def levenberg_marquardt(
     max_iter: int = 50,
     step_tol: float = 1e-12,
     grad_tol: float = 1e-14,
+    jacobian_at_trial: bool = False,
 ) -> ShootingResult:
     """Marquardt's method (damping μ·diag(JᵀJ)) on ½‖r(θ)‖² inside the box [lower, upper].
 
     Stops when the accepted step is below ``step_tol`` relative to θ (the parameters have
     settled to round-off of the rollout's Newton tolerance), or the scaled gradient
     ‖Jᵀr‖ / (‖J‖‖r‖) is below ``grad_tol``. Trial steps are clipped to the box. An iteration
-    is one Jacobian; rejected trials cost one residual each."""
+    is one Jacobian; rejected trials cost one residual each.
+
+    ``jacobian_at_trial``: evaluate trials with ``residual_jacobian`` and keep the Jacobian of
+    an accepted one, instead of a residual at the trial and then a residual + Jacobian at the
+    accepted point. Forward sensitivities compute the rollout with the tangents, so where most
+    trials are accepted this saves one rollout per iteration (the hexagon: 7 of 15); a rejected
+    trial then costs a Jacobian instead of a residual."""
     theta = np.asarray(theta0, float).copy()
     lo = np.full_like(theta, -np.inf) if lower is None else np.asarray(lower, float)
     hi = np.full_like(theta, np.inf) if upper is None else np.asarray(upper, float)
@@ -79,7 +86,10 @@ def levenberg_marquardt(
                 reason, converged = "step at round-off", True
                 return _result(theta, cost, it - 1, evaluations, converged, reason, history, J, r)
             first_trial = False
-            r_trial = np.asarray(residual(trial))
+            if jacobian_at_trial:
+                r_trial, J_trial = (np.asarray(a) for a in residual_jacobian(trial))
+            else:
+                r_trial = np.asarray(residual(trial))
             evaluations += 1
             cost_trial = 0.5 * float(r_trial @ r_trial)
             predicted = -(g @ (trial - theta)) - 0.5 * (trial - theta) @ JtJ @ (trial - theta)
@@ -97,9 +107,12 @@ def levenberg_marquardt(
                 )  # fmt: skip
         small = _negligible(trial - theta, theta, step_tol)
         theta = trial
-        r, J = (np.asarray(a) for a in residual_jacobian(theta))
+        if jacobian_at_trial:
+            r, J = r_trial, J_trial
+        else:
+            r, J = (np.asarray(a) for a in residual_jacobian(theta))
+            evaluations += 1
         cost = 0.5 * float(r @ r)
-        evaluations += 1
         history.append(cost)
         if small:
             reason, converged = "step at round-off", True

@@ -202,3 +202,48 @@ def test_settings_leave_the_arrow_lm_defaults_otherwise():
     base = lm.LMSettings()
     assert SETTINGS.max_iter == base.max_iter and SETTINGS.tau == base.tau
     assert SETTINGS.geodesic_ratio is None
+
+
+@pytest.fixture(scope="module")
+def hexagon():
+    """The hexagon loop's multiple-shooting problem (1 s, 4 segments of 25 steps) and single
+    shooting beside it, on noise-free end-effector positions (the benchmark's problems)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import hexagon_identification as bench
+
+    from physid.rigs.models.loop import load_loop
+    from physid.spec import load_spec
+
+    rig = load_loop(load_spec("hexagon_loop"))
+    return rig, bench
+
+
+@pytest.mark.slow
+def test_hexagon_multiple_shooting_optimum_is_single_shootings(hexagon):
+    rig, bench = hexagon
+    start = np.array([10.0, 25.0])
+    fit = bench.ms_problem(rig, rig.steps).fit(start)
+    residual, residual_jacobian, _, _ = bench.problem(rig)
+    single = levenberg_marquardt(residual_jacobian, residual, start, 0.5, 500.0)
+    assert fit.converged, fit.reason
+    # Noise-free positions and rollouts solved to 1e-12: both at the truth to round-off, so
+    # within 1e-8 of each other (the acceptance's bar for "the same optimum").
+    np.testing.assert_allclose(fit.theta, single.theta, rtol=1e-8)
+    np.testing.assert_allclose(fit.theta, rig.true_kappa(), rtol=1e-8)
+
+
+@pytest.mark.slow
+def test_hexagon_multiple_shooting_over_three_seconds(hexagon):
+    rig, bench = hexagon
+    prob = bench.ms_problem(rig, 3 * rig.steps)
+    fit = prob.fit(np.array([10.0, 25.0]))
+    assert fit.converged, fit.reason
+    np.testing.assert_allclose(fit.theta, rig.true_kappa(), rtol=1e-8)
+    # Every segment start on the closure to the integrator's tolerance.
+    from physid.dynamics.variational import constrained
+
+    h = jax.vmap(lambda x: constrained.constraints(rig.system, prob.space.params, x[:13]))(fit.X)
+    assert float(jnp.max(jnp.abs(h))) < 1e-11

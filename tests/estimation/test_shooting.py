@@ -66,3 +66,21 @@ def test_steepest_descent_reaches_the_gradient_tolerance():
     # Near the truth the cost is ½ δᵀ(JᵀJ)δ: a gradient below 1e-6 bounds δ by 1e-6 over
     # the smallest eigenvalue of JᵀJ (> 0.1 here), so 1e-4 absolute is safe.
     np.testing.assert_allclose(fit.theta, TRUTH, atol=1e-4)
+
+
+def test_lm_with_the_jacobian_at_each_trial_takes_the_same_steps():
+    clean = _model(TRUTH)
+
+    def run(flag):
+        return levenberg_marquardt(
+            lambda t: _residual_jacobian(t, clean), lambda t: _residual(t, clean), [0.5, 4.0],
+            jacobian_at_trial=flag,
+        )  # fmt: skip
+
+    plain, ahead = run(False), run(True)
+    # The same iterates (the same r and J at every accepted point, in the same order):
+    # identical histories and θ; one evaluation fewer per accepted step.
+    assert ahead.iterations == plain.iterations and ahead.reason == plain.reason
+    np.testing.assert_array_equal(ahead.theta, plain.theta)
+    np.testing.assert_array_equal(ahead.history, plain.history)
+    assert ahead.evaluations == plain.evaluations - plain.iterations
