@@ -7,7 +7,8 @@ variational integrator from a known start; its Jacobian J [m, p] from the rollou
 (``dynamics.variational.adjoint.forward_sensitivities``: p tangent rollouts, each step's
 derivative by the implicit-function theorem). With p ~ 2 the normal matrix is p × p and dense:
 the project's arrow-structured LM (``estimation.lm``) is for state trajectories as unknowns
-(multiple shooting, joint estimation) and has no states to eliminate here.
+and has no states to eliminate here; multiple shooting, whose segment starts are such
+unknowns, uses it (``estimation.multiple_shooting``).
 
 Arrays in, arrays out; the callables are the caller's (usually jitted) functions.
 """
