@@ -220,8 +220,9 @@ SETTINGS = lm.LMSettings(eps_f=1e-12, eps_g=0.0, eps_delta=1e-12, geodesic_ratio
 # final weights at once (σ_c far below the observations' σ), the linearized continuity rows
 # of a trial step are off by O(δ²) times a large weight, the gain ratio is poor and LM crawls
 # with large damping (measured on the test pendulum, w_c = 1e6: 50 iterations, or stuck, where
-# w_c = 1e3 needs 6–12). Raising the weights 10× per stage keeps every stage's start
-# close to its optimum: 1–3 iterations each after the first.
+# w_c = 1e3 needs 6–12). Raising the weights 10× per stage starts every stage near its
+# optimum: the four stages take 11–17 iterations in all there (the hexagon, 1 s: 47, most of
+# them in the first stage; docs/variational.md).
 CONTINUATION = (1e-3, 1e-2, 1e-1, 1.0)
 
 # A returned point whose (nearly undamped) Gauss–Newton step would lower the weighted cost
