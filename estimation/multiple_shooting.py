@@ -210,11 +210,13 @@ def closed_tree_flow(system: ClosedTree, params_of, h: float) -> Flow:
     return flow
 
 
-# The arrow LM's settings for shooting: geodesic acceleration off (its extra residual per trial
-# is a whole multiple-shooting run, and the parameters enter smoothly), no gradient test
-# (eps_g = 0: the weighted gradient's scale is the caller's), and a relative cost decrease of
-# 1e-12 (noise-free fits run to round-off: the cost falls by orders per iteration there).
-SETTINGS = lm.LMSettings(eps_f=1e-12, eps_g=0.0, eps_delta=1e-12, geodesic_ratio=None)
+# The arrow LM's settings for shooting: no gradient test (eps_g = 0: the weighted gradient's
+# scale is the caller's) and a relative cost decrease of 1e-12 (noise-free fits run to
+# round-off: the cost falls by orders per iteration there). The geodesic acceleration stays
+# on (LMSettings' default): it costs one residual (a multiple-shooting run) per trial, and on
+# the hexagon's 1 s horizon it cut the iterations from 47 (+1 states-only) to 17 (+6) and the
+# CPU time from 92 s to 69 s: steps of the segment starts follow the curved valley.
+SETTINGS = lm.LMSettings(eps_f=1e-12, eps_g=0.0, eps_delta=1e-12)
 
 # Factors on the continuity weights, one LM run each (a penalty continuation). With the
 # final weights at once (σ_c far below the observations' σ), the linearized continuity rows

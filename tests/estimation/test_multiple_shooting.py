@@ -198,10 +198,10 @@ def test_closed_tree_states_stay_on_the_constraints(loop_space):
 
 
 def test_settings_leave_the_arrow_lm_defaults_otherwise():
-    # The shooting settings change only the stop rules and the geodesic acceleration.
+    # The shooting settings change only the stop rules.
     base = lm.LMSettings()
     assert SETTINGS.max_iter == base.max_iter and SETTINGS.tau == base.tau
-    assert SETTINGS.geodesic_ratio is None
+    assert SETTINGS.geodesic_ratio == base.geodesic_ratio
 
 
 @pytest.fixture(scope="module")
