@@ -140,6 +140,22 @@ def furuta_rods(
     return np.stack([shaft, arm, pend], axis=1)
 
 
+def body_marker_frames(R, p, body, points, normals, ups) -> MarkerFrames:
+    """Marker poses for markers fixed on bodies whose world poses per frame are ``R[F, nb,
+    3, 3]``, ``p[F, nb, 3]`` (m): marker j sits on body ``body[j]`` at ``points[j]`` (m),
+    face ``normals[j]`` and top edge ``ups[j]``, all in that body's frame (any kinematic
+    chain: the caller's forward kinematics gives R and p)."""
+    R, p = np.asarray(R, dtype=float), np.asarray(p, dtype=float)
+    idx = np.asarray(body, dtype=int)
+    Rb = R[:, idx]  # [F, m, 3, 3]
+
+    def turn(v):
+        return np.einsum("fmij,mj->fmi", Rb, np.asarray(v, dtype=float))
+
+    return MarkerFrames(centres=turn(points) + p[:, idx], normals=_unit(turn(normals)),
+                        ups=_unit(turn(ups)))  # fmt: skip
+
+
 # --- rendering ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RenderSettings:

@@ -21,6 +21,7 @@ KIND_MODULES = {
     "furuta": "physid.rigs.models.furuta",
     "ellipse_drop": "physid.rigs.models.ellipse_drop",
     "tree": "physid.rigs.models.tree.kind",
+    "loop": "physid.rigs.models.identify_loop",
 }
 
 

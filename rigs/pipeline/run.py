@@ -762,11 +762,19 @@ def _series(name, unit, t, measured, t_fit, fitted) -> dict:
     }
 
 
+def loop_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
+    """Loop rigs: a log or a marker video → single shooting (``pipeline.loop_stages``)."""
+    from physid.rigs.pipeline.loop_stages import loop_stages as stages
+
+    return stages(exp, spec, work, log, settings)
+
+
 STAGES: dict[str, Callable[..., Result]] = {
     "ellipse_drop": ellipse_stages,
     "pendulum": hinged_stages,
     "furuta": hinged_stages,
     "tree": tree_stages,
+    "loop": loop_stages,
 }
 
 

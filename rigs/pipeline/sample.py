@@ -346,3 +346,63 @@ def _atomic_bytes(path: Path, data: bytes) -> Path:
     with atomic_open(path, "wb") as fh:
         fh.write(data)
     return path
+
+
+# ------------------------------------------------------------------------------ flexible loop
+
+
+@dataclass(frozen=True)
+class LoopScenario:
+    """The loop filmed from rest under the spec's force: the spec's [simulation] h, duration
+    and truth; a frame per integrator step; the action camera outside the loop's plane."""
+
+    fps: float = 100.0  # one frame per step of the spec's h = 0.01 s
+    camera_eye: tuple[float, float, float] = (0.95, -0.55, 0.45)  # m, world (z up)
+    camera_target: tuple[float, float, float] = (0.0, -0.433, 0.25)  # the hexagon's centre
+    seed: int = 23
+
+
+LOOP = LoopScenario()
+
+
+def write_loop(folder: Path, console, scenario: LoopScenario = LOOP) -> dict[str, Path]:
+    """Simulate the hexagon loop (``hexagon_loop`` spec, κ of its [simulation.truth]) and film
+    its corner markers and rods through the 800x600 action camera: ``loop.mp4``,
+    ``loop-camera.json`` and ``loop.truth.json``."""
+    from physid.rigs.models.identify_loop import rig_of, simulate_loop
+    from physid.rigs.models.loop_video import render_loop_video
+    from physid.rigs.pipeline.fusion import video_markers
+    from physid.vision.camera import action_camera
+    from physid.vision.markers3d import RenderSettings, look_at
+
+    spec = load_spec("hexagon_loop")
+    rig = rig_of(spec)
+    if abs(scenario.fps * rig.h - 1.0) > 1e-12:
+        raise ValueError(f"fps {scenario.fps:g} is not one frame per step of h = {rig.h:g} s")
+    console.print(f"sample loop: simulating {rig.steps} steps of {rig.h:g} s of {spec.name} ...")
+    q, _ = simulate_loop(rig, rig.true_kappa(), rig.h, rig.steps)
+    camera = action_camera(800, 600)
+    R_cw, t_cw = look_at(scenario.camera_eye, scenario.camera_target, up=(0.0, 0.0, 1.0))
+    console.print(f"sample loop: rendering {len(q)} frames at {scenario.fps:g} fps")
+    video = folder / "loop.mp4"
+    render_loop_video(
+        video, rig, video_markers(spec), q, camera, R_cw, t_cw, scenario.fps,
+        RenderSettings(seed=scenario.seed),
+    )  # fmt: skip
+    video.with_name(video.name + ".truth.npz").unlink(missing_ok=True)
+    camera.save(folder / "loop-camera.json")
+    doc = {
+        "rig": "hexagon_loop",
+        "parameters": dict(zip(rig.parameter_names, map(float, rig.true_kappa()), strict=True)),
+        "simulation_h_s": rig.h,
+        "fps": scenario.fps,
+        "camera_R_cw": np.asarray(R_cw).tolist(),
+        "camera_t_cw": np.asarray(t_cw).tolist(),
+        "note": "the loop at rest in its rest shape at the first frame; force from t = 0",
+    }
+    truth = write_json_atomic(folder / "loop.truth.json", doc)
+    return {
+        "loop video": video,
+        "loop camera": folder / "loop-camera.json",
+        "loop truth": truth,
+    }

@@ -117,6 +117,10 @@ def check_method(spec) -> None:
         from physid.rigs.models.ellipse_drop import ipopt_settings
 
         ipopt_settings(spec)
+    elif spec.model == "loop":
+        from physid.rigs.models.identify_loop import METHOD_KEYS
+
+        spec.check_keys("method", METHOD_KEYS)
     elif spec.model in ("pendulum", "furuta", "tree"):
         from physid.rigs.models.identify_hinged import method_settings
         from physid.rigs.models.identify_tree import estimator, tree_settings
