@@ -156,6 +156,7 @@ first is fitted and each other one cross-validates the fit.
     free_run_horizon (s)
   ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
     mu_pull, max_iter
+  loop (a log t,x,y,z,Fx,Fy,Fz): h (s), sigma_pos (m), max_iter
 """
 
 

@@ -299,8 +299,7 @@ def identify_log_series(spec: RigSpec, log: LoopLog, say=lambda _l: None) -> Est
     status = shooting_status(result)
     cov = result.covariance
     parameters = kappa_estimate(spec, rig, result, status, cov)
-    q = _rollout(rig, result.theta, u, h)
-    predicted = np.asarray(end_effector(rig, base, jnp.asarray(q)))
+    predicted = _unweighted(residual, result.theta, data, y, w)
     chans = tuple(Channel(c, "m", sigma) for c in ("x", "y", "z"))
     prediction = _free_run(log.t, predicted, log.positions, chans, log.path.name)
     say(f"  free run: RMS {', '.join(f'{v * 1e3:.3g} mm' for v in prediction.rms)}")
@@ -318,6 +317,15 @@ def _rollout(rig: LoopRig, theta, u, h) -> np.ndarray:
     nk = len(rig.parameter_names)
     run = jax.jit(lambda k, uu: constrained.rollout(rig.system, rig.params(k), q0, p0, uu, h)[0])
     return np.asarray(run(jnp.asarray(theta[:nk]), jnp.asarray(u)))
+
+
+def _unweighted(residual, theta, data, measured, weight) -> np.ndarray:
+    """The model's prediction where a sample was measured (NaN elsewhere): measured + r/w
+    from the fit's own compiled residual (no second compilation of the rollout)."""
+    r = np.asarray(residual(jnp.asarray(theta), jax.tree_util.tree_map(jnp.asarray, data)))
+    r = r.reshape(np.shape(measured))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(weight > 0, measured + r / weight, np.nan)
 
 
 def _free_run(t, predicted, measured, chans, label) -> Prediction:
@@ -484,8 +492,8 @@ def identify_loop_video(
     parameters = kappa_estimate(spec, rig, result, status, cov)
     nk = len(rig.parameter_names)
     pose = pose0 + result.theta[nk:] - 1.0
-    q = _rollout(rig, result.theta, u, h)
-    pred = np.asarray(jax.vmap(lambda qk: pixels(qk, jnp.asarray(pose)))(jnp.asarray(q)))
+    sw = np.repeat(np.sqrt(weight)[..., None], 2, axis=-1)
+    pred = _unweighted(residual, result.theta, data, uvg, sw)
     m = uv.shape[1]
     measured = np.where(weight[..., None] > 0, uvg, np.nan).reshape(n, 2 * m)
     chans = tuple(Channel(f"marker {j} {a}", "px", sigma) for j in range(m) for a in "uv")
