@@ -23,7 +23,9 @@ from physid.rigs.pipeline.run import (
 def loop_stages(exp, spec, work: Path, log: StageLog, settings: dict) -> Result:
     """One log (``physid simulate`` writes it) or one marker video of the loop."""
     from physid.rigs.models import identify_loop as il
+    from physid.rigs.models.identify_hinged import enable_compilation_cache
 
+    enable_compilation_cache()  # a re-run reuses the compiled rollout and its tangents
     if exp.videos:
         return _video(exp, spec, work, log)
     if len(exp.encoders) != 1:
