@@ -1,5 +1,5 @@
 """The committed sample folder ``videos/`` is what ``physid simulate --sample`` writes, byte
-for byte (slow: it simulates and renders all three experiments, ~1-3 min)."""
+for byte (slow: it simulates and renders all four experiments, ~1-3 min idle)."""
 
 import hashlib
 from pathlib import Path
