@@ -457,7 +457,8 @@ def identify_loop_video(
     seen0 = weight[0] > 0
     rvec0, t0 = camera_pose_at_rest(rig, markers, camera, uvg[0], seen0, label)
     pose0 = np.concatenate([rvec0, t0])
-    u = rig.inputs(n - 1)
+    # the spec's force at this h's step midpoints (LoopRig.inputs uses the rig's own h)
+    u = LoopRig(rig.closed, rig.waveforms, h, n - 1, rig.truth).inputs()
     K, D, model = jnp.asarray(camera.K), jnp.asarray(camera.D), camera.model
 
     def pixels(qk, pose):
