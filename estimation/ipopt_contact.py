@@ -44,6 +44,7 @@ import casadi as ca
 import numpy as np
 
 from physid.dynamics.planar_contact import GRAVITY, contact_geometry_sx
+from physid.estimation.uncertainty import batch_means, positive_part
 
 
 class NotIdentifiableError(ValueError):
@@ -1116,13 +1117,8 @@ def parameter_covariance(
     if q_m is not None and batches:
         r = (fit.q[fit.frame_index] - np.asarray(q_m, float)).ravel()
         score = (Zc * (w * r)[:, None]).reshape(len(fit.frame_index), 3, 2).sum(axis=1)
-        b = int(max(2, min(batches, len(score))))
-        edges = np.linspace(0, len(score), b + 1).astype(int)
-        sums = np.add.reduceat(score, edges[:-1], axis=0)
-        sums -= sums.mean(axis=0)
-        excess = b / (b - 1) * sums.T @ sums - s2 * cov_unit
-        ev, V = np.linalg.eigh(0.5 * (excess + excess.T))
-        cov = cov + scale @ ((V * np.maximum(ev, 0.0)) @ V.T) @ scale
+        excess = batch_means(score, batches) - s2 * cov_unit
+        cov = cov + scale @ positive_part(excess) @ scale
     return {
         "covariance_white": white,
         "covariance": cov,

@@ -119,7 +119,7 @@ def parameter_covariance(
     if obs_noise is not None:
         meat = _white_meat(t_dyn, t_obs, t_init, C_dyn, _noise_floor(C_obs, obs_noise))
     if batches:
-        meat = meat + _positive_part(_batch_means(lin, t_dyn, t_obs, t_init, batches) - TCT)
+        meat = meat + positive_part(_batch_means(lin, t_dyn, t_obs, t_init, batches) - TCT)
     bound = np.full(p, "") if at_bound is None else np.asarray(at_bound, str)
     held = bound != ""
     # Pseudo-inverse of TᵀT over the directions left free by the box and the constraints
@@ -210,11 +210,18 @@ def _white_meat(t_dyn, t_obs, t_init, C_dyn, C_obs) -> np.ndarray:
 
 
 def _batch_means(lin: Linearization, t_dyn, t_obs, t_init, batches: int) -> np.ndarray:
-    """B/(B−1) Σ_b (S_b − S̄)(S_b − S̄)ᵀ of the score sums S_b = Σ_{k∈b} t_kᵀ z_k over
-    ``batches`` contiguous blocks of steps (the initial-state rows go with step 0)."""
+    """``batch_means`` of the score t_kᵀ z_k per step (the initial-state rows go with
+    step 0)."""
     score = np.einsum("kmp,km->kp", t_obs, lin.obs_r)
     score[:-1] += np.einsum("kmp,km->kp", t_dyn, lin.dyn_r)
     score[0] += t_init.T @ lin.init_r
+    return batch_means(score, batches)
+
+
+def batch_means(score: np.ndarray, batches: int) -> np.ndarray:
+    """B/(B−1) Σ_b (S_b − S̄)(S_b − S̄)ᵀ for the sums S_b of ``score`` [n, p] (one row per
+    step or frame) over B = ``batches`` contiguous blocks (at least 2, at most n): the
+    covariance of the score's sum that residuals correlated within a block leave."""
     n = len(score)
     b = int(max(2, min(batches, n)))
     edges = np.linspace(0, n, b + 1).astype(int)
@@ -223,7 +230,7 @@ def _batch_means(lin: Linearization, t_dyn, t_obs, t_init, batches: int) -> np.n
     return b / (b - 1) * centred.T @ centred
 
 
-def _positive_part(M: np.ndarray) -> np.ndarray:
+def positive_part(M: np.ndarray) -> np.ndarray:
     """The positive semidefinite part of a symmetric matrix (negative eigenvalues dropped)."""
     w, V = np.linalg.eigh(0.5 * (M + M.T))
     return (V * np.maximum(w, 0.0)) @ V.T

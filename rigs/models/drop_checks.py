@@ -51,6 +51,7 @@ from physid.estimation.prediction import (
     refine_initial_state,
     window_starts,
 )
+from physid.estimation.uncertainty import batch_means, positive_part
 
 RESOLVED = 3.0  # an impulse, spin change or moment counts when above this many noise std
 BATCHES = 10  # blocks of frames of the batch-means covariance (as for the hinged rigs)
@@ -590,10 +591,4 @@ def _output_error_covariance(J: np.ndarray, r: np.ndarray, s2: float) -> np.ndar
     cov = max(1.0, s2) * inv
     rows = (J * r[:, None]).reshape(-1, 3, J.shape[1]).sum(axis=1)  # per frame
     score = rows @ inv
-    b = int(max(2, min(BATCHES, len(score))))
-    edges = np.linspace(0, len(score), b + 1).astype(int)
-    sums = np.add.reduceat(score, edges[:-1], axis=0)
-    sums -= sums.mean(axis=0)
-    excess = b / (b - 1) * sums.T @ sums - s2 * inv
-    ev, V = np.linalg.eigh(0.5 * (excess + excess.T))
-    return cov + (V * np.maximum(ev, 0.0)) @ V.T
+    return cov + positive_part(batch_means(score, BATCHES) - s2 * inv)
