@@ -18,12 +18,15 @@ from physid.rigs.models.tree.model import build_model
 
 # The 7-joint arm's batched ABA and regressor take minutes to compile (8 unrolled bodies,
 # each materialized: dynamics/batched.py), over this module's share of the default run:
-# its case runs with -m slow.
+# its case runs with -m slow. So do the double pendulum and the cartpole (10 s of XLA
+# compilation each on CI's cores): the default run keeps a single body and a two-body
+# branch with a motor (the Furuta), and the double pendulum's frames are still exercised by
+# the parameter-JVP test below.
 MODELS = (
     "pendulum",
-    "double_pendulum",
+    pytest.param("double_pendulum", marks=pytest.mark.slow),
     "furuta",
-    "cartpole",
+    pytest.param("cartpole", marks=pytest.mark.slow),
     pytest.param("arm7", marks=pytest.mark.slow),
 )
 N_STATES = 6

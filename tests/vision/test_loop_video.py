@@ -13,7 +13,7 @@ from rich.console import Console
 import physid.dynamics  # noqa: F401  (float64)
 from physid.estimation.markers import project
 from physid.rigs.models import identify_loop as il
-from physid.rigs.pipeline.loop_stages import loop_markers
+from physid.rigs.pipeline.run import loop_markers
 from physid.spec import load_spec
 from physid.vision.camera import action_camera
 from physid.vision.markers3d import body_marker_frames, look_at, track_markers
