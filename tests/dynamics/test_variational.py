@@ -122,6 +122,9 @@ def test_small_swings_have_the_physical_pendulum_period():
     assert measured == pytest.approx(period, rel=1e-4)
 
 
+# 40 s on CI's cores (a long chaotic run): with -m slow. The default run keeps the energy
+# behaviour of the symplectic tree step over 1000 periods (test_tree_physics.py).
+@pytest.mark.slow
 def test_energy_error_stays_bounded_on_a_chaotic_double_pendulum():
     params = _chain_params()  # no friction; the motor's input is zero and it has no back-EMF
     params = params.__class__(

@@ -229,6 +229,8 @@ def test_no_knots_in_free_flight():
     np.testing.assert_array_equal(t_k, t_m)
 
 
+# 14 s (a second frame rate of the same identification): with -m slow.
+@pytest.mark.slow
 def test_mu_at_60_fps_where_the_first_bounce_falls_between_frames():
     # Table 1 cell mu = 0.5, 60 fps (truth at 1/12000 s; the object slides only in its
     # first two impacts): with the corner-cutting warm start the fit kept the impact at the
