@@ -144,6 +144,7 @@ def tree_recording(case: Case):
     weights and χ² assume) and its method to ``case.method``."""
     import jax.numpy as jnp
 
+    from physid.dynamics import newton_euler
     from physid.dynamics import variational_friction as vf
     from physid.rigs.models.kinds import kind_module
     from physid.streams import Stream
@@ -162,8 +163,9 @@ def tree_recording(case: Case):
     sc = case.scenario
     steps = int(round(sc.duration / case.h_sim))
     q0 = jnp.asarray(sc.angles0, float)
-    # The natural map's inertia c changes nothing in the friction law (exact for any c).
-    c = jnp.ones(len(sc.angles0)) * float(truth.get("J", 1.0))
+    # The natural map's inertia: each joint's diagonal of M at the start (the friction law is
+    # exact for any c; this is the estimator's choice).
+    c = jnp.diag(newton_euler.crba(rig.tree, params, q0))
     q, _ = vf.rollout(
         rig.tree, params, q0, jnp.zeros_like(q0), jnp.zeros((steps, 0)), case.h_sim, c
     )
