@@ -183,6 +183,7 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
     """``run_case`` for the tree estimator (``identify_tree_series``, the spec's defaults).
     ``half_step``: also refit each dataset at h/2 (``values_at_half_step``: the step's
     bias, measured)."""
+    from physid.rigs.models.identify_hinged import halve_series
     from physid.rigs.models.identify_tree import identify_tree_series, series_on_grid
 
     say = progress or (lambda _line: None)
@@ -196,7 +197,8 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
         noisy = clean.values.copy()
         noisy[:, :k] += rng.normal(0.0, case.noise, noisy[:, :k].shape)
         log = replace(clean, values=noisy)
-        est, _ = identify_tree_series(spec, rig, [series_on_grid(log, rig, h, "sim")])
+        series = series_on_grid(log, rig, h, "sim")
+        est, fits = identify_tree_series(spec, rig, [series])
         names = list(est.parameters)
         row = {
             "seed": int(seed),
@@ -214,7 +216,11 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
             if key in est.extra:
                 row[key] = est.extra[key]
         if half_step and "values_at_half_step" not in row:
-            fine, _ = identify_tree_series(half, rig, [series_on_grid(log, rig, h / 2, "sim")])
+            # The same samples on the grid of h/2 (observations on the even steps), started
+            # from the fit's angles: the two fits differ in the step only.
+            halved = halve_series(series, fits[0]["angles"])
+            halved["u"] = np.repeat(series["u"], 2, axis=0)  # held over both halves
+            fine, _ = identify_tree_series(half, rig, [halved])
             row["values_at_half_step"] = {n: fine.parameters[n].value for n in names}
             row["std_at_half_step"] = {n: fine.parameters[n].std for n in names}
         rows.append(row)

@@ -20,7 +20,14 @@ the day it passes).
 
 import pytest
 
-from physid.rigs.pipeline.coverage import PENDULUM, at_step, coverage, run_case
+from physid.rigs.pipeline.coverage import (
+    PENDULUM,
+    TREE_PENDULUM,
+    at_step,
+    coverage,
+    run_case,
+    run_tree_case,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -59,3 +66,35 @@ def test_reported_std_is_calibrated_per_parameter_class(rows):
     for cls, c in coverage(rows).items():
         assert 0.60 <= c["within_1_std"] <= 0.76, (cls, c)
         assert c["within_2_std"] >= 0.95, (cls, c)
+
+
+# ---------------------------------------------------------------- the tree estimator (default)
+
+
+@pytest.fixture(scope="module")
+def tree_rows():
+    """``TREE_PENDULUM``: the same study on the tree estimator with its defaults (data from
+    its own integrator at 0.1 ms, identified at 2 ms). 50 fits of a few seconds each after
+    one compilation (measured 2026-11-26: docs/validation.md)."""
+    return run_tree_case(TREE_PENDULUM, range(50))
+
+
+def test_tree_fits_converge_and_every_parameter_has_a_std(tree_rows):
+    assert all(r["converged"] for r in tree_rows)
+    assert all(r["verdict"] == "good fit" for r in tree_rows)
+    for cls, c in coverage(tree_rows).items():
+        # b's truth is 17 std above its bound 0 in this motion: no dataset is clipped, so
+        # every class counts all 50 datasets two-sidedly.
+        assert c["n"] == 50 and c["flagged"] == 0 and c["on_bound"] == 0, (cls, c)
+
+
+def test_tree_damping_and_friction_std_is_calibrated(tree_rows):
+    """The issue's band per class, as written: 60–76 % within 1 std, ≥ 95 % within 2 std.
+    With 50 datasets a calibrated std's fraction within 1 std has a binomial sd of 6.6 %
+    (68 % ± 1.2 sd is the band); the seeds are fixed, so the test is deterministic. Measured:
+    damping and friction 76 % / 96 % (the 38th |z| of 50 is 0.94 and 0.96, the 39th 1.02:
+    a change of the std by 2 % moves the fraction by one dataset)."""
+    c = coverage(tree_rows)
+    for cls in ("damping", "friction"):
+        assert 0.60 <= c[cls]["within_1_std"] <= 0.76, (cls, c[cls])
+        assert c[cls]["within_2_std"] >= 0.95, (cls, c[cls])
