@@ -21,6 +21,12 @@ with a reported std of 0.09 %: 72 % within 1 std, 100 % within 2.
 A corrected value that would leave the parameter's box (a damping extrapolated below 0: its d
 is mostly noise) is not extrapolated: the value at h is kept with 2|d|, the whole first-order
 bias, as its model-error std (first order in h: χ(h) − χ* ≈ 2 d).
+
+A scheme of order p (``order``): χ(h) = χ* + a h^p + …, d ≈ a h^p (1 − 2^−p), so
+χ_R = χ(h/2) − d/(2^p − 1), the remainder bounded by that correction |d|/(2^p − 1), and the
+whole bias of χ(h) is 2^p |d|/(2^p − 1). The tree estimator's midpoint rule is symmetric, its
+error a series in h² (p = 2): χ(h) = χ* + a h² + c h⁴ gives χ_R − χ* = −c h⁴/4, within |d|/3
+while |c| h² ≤ 0.4 |a| (d ≥ (3/4 − 0.375) |a| h²). For p = 1 these are the formulas above.
 """
 
 from __future__ import annotations
@@ -46,28 +52,32 @@ class StepCorrection:
     change: np.ndarray
 
 
-def richardson(values_h, values_half, lower, upper, held=None, allowed=None) -> StepCorrection:
+def richardson(
+    values_h, values_half, lower, upper, held=None, allowed=None, order: int = 1
+) -> StepCorrection:
     """χ(h) corrected by the refit at h/2 (SI values ``values_h``, ``values_half``; the box
     ``lower``, ``upper``). ``held`` marks parameters on a bound (their value is the bound,
     not a measurement: kept as it is, with no step std); ``allowed`` (default all) the
     parameters that may be extrapolated (the others keep χ(h) and 2|d|, as outside the box:
-    a caller's own constraint, such as physical consistency, ruled the extrapolation out)."""
+    a caller's own constraint, such as physical consistency, ruled the extrapolation out).
+    ``order``: the scheme's order p in h (1: SPOOK, 2: the tree's midpoint rule)."""
     values_h, values_half, lower, upper = (
         np.asarray(a, float) for a in (values_h, values_half, lower, upper)
     )
     held = np.zeros(len(values_h), bool) if held is None else np.asarray(held, bool)
     d = values_h - values_half
-    extrapolated_values = values_half - d
+    r = 2.0**order - 1.0
+    extrapolated_values = values_half - d / r
     inside = (extrapolated_values >= lower) & (extrapolated_values <= upper) & ~held
     if allowed is not None:
         inside &= np.asarray(allowed, bool)
     values = np.where(inside, extrapolated_values, values_h)
-    std = np.where(inside, RECTANGULAR * np.abs(d), 2.0 * np.abs(d))
+    std = np.where(inside, RECTANGULAR * np.abs(d) / r, (r + 1.0) / r * np.abs(d))
     std = np.where(held, 0.0, std)
     return StepCorrection(values, std, inside, d)
 
 
-def extrapolation_noise_increment(influence_h, influence_half) -> np.ndarray:
+def extrapolation_noise_increment(influence_h, influence_half, order: int = 1) -> np.ndarray:
     """Cov(2χ(h/2) − χ(h)) − Cov(χ(h)) of the data noise (SI, [p, p]), from each fit's noise
     influence G[n, p, mo] (``estimation.uncertainty.noise_influence`` times the scale) on the
     same samples: the refit's grid has 2n − 1 steps, its observations on the even ones.
@@ -77,10 +87,12 @@ def extrapolation_noise_increment(influence_h, influence_half) -> np.ndarray:
     than the fit at h (its states absorb less), and the extrapolation doubles that
     response: over the 50 coverage pendulums, J's spread 0.88e-6 at h, 1.39e-6 extrapolated;
     μ's 2.25e-4 and 2.94e-4 (docs/validation.md). The linearized std at h would under-cover
-    the extrapolated value by that much."""
+    the extrapolated value by that much. ``order`` p: the combination is
+    (2^p χ(h/2) − χ(h))/(2^p − 1) (``richardson``)."""
     g = np.asarray(influence_h, float)
     g_half = np.asarray(influence_half, float)[::2]
     if g_half.shape != g.shape:
         raise ValueError(f"refit influence {g_half.shape} does not match the fit's {g.shape}")
-    combined = 2.0 * g_half - g
+    r = 2.0**order - 1.0
+    combined = ((r + 1.0) * g_half - g) / r
     return np.einsum("kpm,kqm->pq", combined, combined) - np.einsum("kpm,kqm->pq", g, g)

@@ -78,3 +78,35 @@ def test_the_extrapolated_noise_is_the_two_fits_response_to_the_same_samples():
 def test_the_two_fits_must_see_the_same_samples():
     with pytest.raises(ValueError, match="does not match"):
         extrapolation_noise_increment(np.zeros((4, 2, 1)), np.zeros((9, 2, 1)))
+
+
+def test_a_second_order_bias_is_removed_and_the_h4_remainder_lies_within_the_bound():
+    """The tree's midpoint rule (order 2): χ(h) = χ* + a h² + c h⁴. The h² term is removed
+    exactly, the remainder is −c h⁴/4, within |d|/3 (the rectangular bound) for
+    |c| h² ≤ 0.4 |a|; outside the box χ(h) keeps its whole bias 4|d|/3."""
+    truth, a, h = 1.0, 3.0, 0.01
+    for c_ratio in (0.0, -0.4, 0.4):
+        c = c_ratio * a / h**2
+
+        def chi(step, c=c):
+            return truth + a * step**2 + c * step**4
+
+        step = richardson([chi(h)], [chi(h / 2)], [0], [2], order=2)
+        assert step.values[0] - truth == pytest.approx(-c * h**4 / 4, abs=1e-15)
+        assert abs(step.values[0] - truth) <= abs(step.change[0]) / 3 * (1 + 1e-9)
+        assert step.std[0] == pytest.approx(RECTANGULAR * abs(step.change[0]) / 3)
+    inside = richardson([1e-5], [4e-5], [0.0], [1.0], order=2)  # (16e-5 − 1e-5)/3 = 5e-5
+    assert inside.extrapolated[0] and inside.values[0] == pytest.approx(5e-5)
+    low = richardson([4e-5], [0.5e-5], [0.0], [1.0], order=2)  # (2e-5 − 4e-5)/3 < 0: out
+    assert not low.extrapolated[0] and low.values[0] == 4e-5
+    assert low.std[0] == pytest.approx(4 / 3 * 3.5e-5)
+
+
+def test_the_second_order_noise_increment_weighs_the_two_fits_4_3_and_minus_1_3():
+    rng = np.random.default_rng(1)
+    g = rng.normal(size=(5, 2, 1))
+    g_half = np.zeros((9, 2, 1))
+    g_half[::2] = rng.normal(size=(5, 2, 1))
+    combined = (4 * g_half[::2] - g) / 3
+    expected = np.einsum("kpm,kqm->pq", combined, combined) - np.einsum("kpm,kqm->pq", g, g)
+    np.testing.assert_allclose(extrapolation_noise_increment(g, g_half, order=2), expected)
