@@ -445,11 +445,19 @@ def identify_tree_series(
     status = tree_fit_status(problem, res, white)
     say(f"  {_status_line(status)}")
     directions = unexcited_directions(names, cov.directions, cov.singular_values)
+    bounds = parameter_bounds(problem, res.theta)
+    box = np.isin(bounds, ("lower", "upper"))
+    released = (
+        fitted_covariance(problem, res, settings["covariance_batches"], hold_bounds=False).std
+        if box.any()
+        else np.full(len(names), np.nan)
+    )
     parameters = flag_parameters(
         names, values, cov.std, rig.parameter_units, status,
         magnitude=np.maximum(np.abs(values), np.abs(problem.scale)),
-        at_bound=parameter_bounds(problem, res.theta),
+        at_bound=bounds,
         unexcited=unexcited_by_parameter(directions),
+        released_std=np.where(box, released, np.nan),
     )  # fmt: skip
     fits = _segment_fits(problem, res, series_list)
     fitted = {k: float(values[i]) for i, k in enumerate(names)}
@@ -590,10 +598,16 @@ def _segment_fits(problem: TreeProblem, res, series_list) -> list[dict]:
     return fits
 
 
-def fitted_covariance(problem: TreeProblem, result, batches: int | None = None):
+def fitted_covariance(
+    problem: TreeProblem, result, batches: int | None = None, hold_bounds: bool = True
+):
     """(3.31) at the solution, conditional on the box bounds and the consistency faces it
-    lies on (as ``identify_hinged.fitted_covariance``)."""
+    lies on (as ``identify_hinged.fitted_covariance``). ``hold_bounds=False``: the box bounds
+    released (a parameter on its bound gets the std it would have inside: the one-sided
+    interval [bound, bound + k std] of ``ParameterEstimate.released_std``)."""
     bounds = bound_flags(result.theta, problem.lower, problem.upper, np.ones(len(result.theta)))
+    if not hold_bounds:
+        bounds = np.full(len(result.theta), "")
     lmi, values = problem.consistency, result.theta * problem.scale
     if lmi is None:
         return parameter_covariance(result.lin, problem.scale, values, bounds, batches=batches)

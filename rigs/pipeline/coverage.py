@@ -206,6 +206,12 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
             "std": {n: est.parameters[n].std for n in names},
             "std_white": est.extra["std_linearized_white"],
             "at_bound": {n: est.parameters[n].at_bound for n in names},
+            # On a box bound: no std; counted one-sidedly by its released std (``coverage``)
+            "one_sided": {
+                n: {"side": p.at_bound, "std": p.released_std}
+                for n, p in est.parameters.items()
+                if p.released_std is not None
+            },
             "identifiable": {n: est.parameters[n].identifiable for n in names},
             "truth": truth,
             "verdict": est.verdict,
