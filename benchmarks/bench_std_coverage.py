@@ -33,6 +33,7 @@ from physid.rigs.models.identify_hinged import enable_compilation_cache
 from physid.rigs.pipeline.coverage import (
     PENDULUM,
     TREE_PENDULUM,
+    TREE_PENDULUM_EXTRAPOLATED,
     at_step,
     coverage,
     run_case,
@@ -44,6 +45,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--estimator", choices=("tree", "spook"), default="tree")
     parser.add_argument("--half-step", action="store_true", help="tree: refit each at h/2")
+    parser.add_argument(
+        "--step-extrapolation", action="store_true", help="tree: [method] step_extrapolation"
+    )
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--jsonl", help="append each seed's row to this file as it is done")
@@ -63,7 +67,8 @@ def main() -> None:
                     fh.write(json.dumps(row) + "\n")
 
         if args.estimator == "tree":
-            rows = run_tree_case(TREE_PENDULUM, seeds, print, keep, half_step=args.half_step)
+            case = TREE_PENDULUM_EXTRAPOLATED if args.step_extrapolation else TREE_PENDULUM
+            rows = run_tree_case(case, seeds, print, keep, half_step=args.half_step)
         else:
             rows = run_case(PENDULUM, seeds, print, keep)
     wall = time.perf_counter() - start
@@ -72,8 +77,12 @@ def main() -> None:
           f"(load average {os.getloadavg()[0]:.1f}); verdicts: "
           + ", ".join(f"{v} {sum(r['verdict'] == v for r in rows)}"
                       for v in sorted({r['verdict'] for r in rows})))  # fmt: skip
-    if "values_at_step" not in rows[0]:  # the tree's rows (no extrapolation)
-        variants = [(rows, "std", "reported: χ(h), its std"), (rows, "std_white", "(3.31) white")]
+    if "iterations" in rows[0]:  # the tree's rows
+        variants = [(rows, "std", "reported"), (rows, "std_white", "(3.31) white, at h")]
+        if "values_at_step" in rows[0]:
+            at_h = [{**r, "values": r["values_at_step"], "std": r["std_linearized"]}
+                    for r in rows]  # fmt: skip
+            variants.append((at_h, "std", "χ(h), its linearized std (batch means)"))
         if "values_at_half_step" in rows[0]:
             half = [{**r, "values": r["values_at_half_step"], "std": r["std_at_half_step"]}
                     for r in rows]  # fmt: skip

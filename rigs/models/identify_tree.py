@@ -49,6 +49,7 @@ from physid.rigs.models.identify_hinged import (
     GN_STEP_STD,
     _consistency_report,
     _consistent_start,
+    _flag,
     _prediction_line,
     _status_line,
     fit_status,
@@ -82,7 +83,6 @@ def tree_settings(spec: RigSpec) -> dict:
     """[method] settings of the tree estimator (SI): h, the process noise (None: the
     default), its bandwidth, LM tolerances and the iteration limit."""
     from physid.rigs.models.identify_hinged import METHOD_KEYS as SPOOK_KEYS
-    from physid.rigs.models.identify_hinged import _flag
 
     # The SPOOK estimator's keys (kappa, eps_fric ...) are accepted and unused, so that a
     # spec switches estimator by one line.
@@ -106,6 +106,8 @@ def tree_settings(spec: RigSpec) -> dict:
         "warmup_iter": int(spec.method_value("warmup_iter", "1", 0)),
         "physical_consistency": _flag(spec, "physical_consistency", True),
         "covariance_batches": int(spec.method_value("covariance_batches", "1", BATCHES)),
+        # Refit at h/2 and report the order-2 Richardson value (``rigs.models.tree_step``).
+        "step_extrapolation": _flag(spec, "step_extrapolation", False),
         "prediction_horizon": spec.method_value("prediction_horizon", "s", PREDICTION_HORIZON),
         "free_run_horizon": spec.method_value("free_run_horizon", "s", FREE_RUN_HORIZON),
     }
@@ -452,9 +454,31 @@ def identify_tree_series(
         if box.any()
         else np.full(len(names), np.nan)
     )
+    reported, std, step_extra = values, cov.std, {}
+    if settings["step_extrapolation"] and names and status.converged:
+        from physid.rigs.models.tree_step import refit_at_half_step
+
+        step = refit_at_half_step(
+            spec, rig, problem, res, series_list, _segment_fits(problem, res, series_list),
+            settings, np.asarray(bounds) != "", say,
+        )  # fmt: skip
+        reported = step.values
+        std = np.sqrt(cov.std**2 + step.noise_increment + step.step_std**2)
+        step_extra = {
+            key: dict(zip(names, np.asarray(a, float).tolist(), strict=True))
+            for key, a in (
+                ("values_at_step", values),
+                ("values_at_half_step", step.values_at_half_step),
+                ("discretization_error", step.step_std),
+                ("extrapolation_noise", np.sqrt(step.noise_increment)),
+                ("std_linearized", cov.std),
+            )
+        }
+        step_extra["step_extrapolated"] = dict(zip(names, step.extrapolated.tolist(), strict=True))
+        step_extra["half_step_status"] = step.status.to_dict()
     parameters = flag_parameters(
-        names, values, cov.std, rig.parameter_units, status,
-        magnitude=np.maximum(np.abs(values), np.abs(problem.scale)),
+        names, reported, std, rig.parameter_units, status,
+        magnitude=np.maximum(np.abs(reported), np.abs(problem.scale)),
         at_bound=bounds,
         unexcited=unexcited_by_parameter(directions),
         released_std=np.where(box, released, np.nan),
@@ -512,6 +536,7 @@ def identify_tree_series(
             "costs_per_log": [f["cost"] for f in fits],
             "consistency": _consistency_report(problem, res, cov, theta0),
             "std_linearized_white": dict(zip(names, white.std.tolist(), strict=True)),
+            **step_extra,
             "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
         },
         status=status.to_dict(),

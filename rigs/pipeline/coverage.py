@@ -71,6 +71,11 @@ TREE_PENDULUM = Case(
     estimator="tree",
     method={"estimator": "tree", "h": {"value": 2e-3, "unit": "s"}},
 )
+# The same with ``[method] step_extrapolation``: the refit at h/2 and the order-2 Richardson
+# value (``rigs.models.tree_step``).
+TREE_PENDULUM_EXTRAPOLATED = replace(
+    TREE_PENDULUM, method={**TREE_PENDULUM.method, "step_extrapolation": True}
+)
 
 
 def run_case(
