@@ -100,6 +100,21 @@ def test_tree_damping_and_friction_std_is_calibrated(tree_rows):
         assert c[cls]["within_2_std"] >= 0.95, (cls, c[cls])
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured: J's error is a model error the same in every dataset (−7.7e-7 kg m², "
+    "2.3 reported std; spread 1.0e-7): 0 % within 1 std, 34–38 % within 2",
+)
+def test_tree_inertia_std_is_calibrated(tree_rows):
+    """J at h = 2 ms is biased by the discrete model: −7.5e-7 kg m² without noise, of which
+    the refit at h/2 sees the h² part (d = −2.8e-7, so a h² = −3.7e-7); the rest (−4.0e-7)
+    does not shrink with h and moves with the process-noise bandwidth (−8.9 / −7.5 /
+    −7.0e-7 at 0.5 / 3 / 10 Hz). No residual-based std sees a bias (the score sums to zero
+    at the fit); docs/validation.md."""
+    c = coverage(tree_rows)["inertia"]
+    assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, c
+
+
 def test_tree_parameter_on_its_bound_has_no_std_and_a_one_sided_interval():
     """Issue 24's flags on the tree: J's box ending 0.5 % (60 std) below the truth. At
     the bound J is flagged, has no finite std and is not identifiable; its released std (the
