@@ -75,7 +75,7 @@ NOISE_BANDWIDTH_HZ = 3.0
 METHOD_KEYS = (
     "estimator", "h", "process_noise", "noise_bandwidth", "max_iter", "eps_g", "eps_delta",
     "eps_f", "lm_tau", "alpha_shrink", "warmup_iter", "physical_consistency",
-    "covariance_batches", "prediction_horizon", "free_run_horizon",
+    "covariance_batches", "prediction_horizon", "free_run_horizon", "step_extrapolation",
 )  # fmt: skip
 
 
@@ -498,6 +498,13 @@ def identify_tree_series(
         f"cover the discretization error of h = {settings['h']:g} s, errors of the fixed "
         "values or of the model's form."
     )
+    if step_extra:
+        covers = covers.replace(
+            "it does not cover the discretization error",
+            "the values are extrapolated from a refit at h/2 (Richardson, order 2), with the "
+            "extrapolation's noise and its remainder in the std; it does not cover the rest "
+            "of the discretization error",
+        )
     checked = validation(status, predictions, parameters, None, covers)
     say(f"verdict: {checked['summary']}")
     estimate = Estimate(
