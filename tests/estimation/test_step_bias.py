@@ -110,3 +110,23 @@ def test_the_second_order_noise_increment_weighs_the_two_fits_4_3_and_minus_1_3(
     combined = (4 * g_half[::2] - g) / 3
     expected = np.einsum("kpm,kqm->pq", combined, combined) - np.einsum("kpm,kqm->pq", g, g)
     np.testing.assert_allclose(extrapolation_noise_increment(g, g_half, order=2), expected)
+
+
+def test_the_tree_series_at_half_step_keeps_the_samples_on_the_even_steps():
+    """``tree_step.halve_series``: the refit sees the fit's samples and no others (odd steps
+    weight 0), the inputs held over both halves (also with no actuator: u[n−1, 0]), the
+    fitted angles as the start."""
+    from physid.rigs.models.tree_step import halve_series
+
+    n = 5
+    grid = 0.002 * np.arange(n)
+    y = np.arange(n, dtype=float)[:, None]
+    series = {"grid": grid, "y": y, "present": np.ones((n, 1), bool), "init": y,
+              "u": np.zeros((n - 1, 0))}  # fmt: skip
+    half = halve_series(series, 2 * y)
+    assert half["grid"] == pytest.approx(0.001 * np.arange(2 * n - 1))
+    assert np.array_equal(half["y"][::2], y) and not half["present"][1::2].any()
+    assert half["present"][::2].all() and half["u"].shape == (2 * n - 2, 0)
+    assert half["init"][1:, 0] == pytest.approx(np.arange(1, 2 * n - 1, dtype=float))
+    driven = halve_series({**series, "u": np.arange(n - 1, dtype=float)[:, None]}, y)
+    assert driven["u"][:, 0].tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
