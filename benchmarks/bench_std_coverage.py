@@ -78,7 +78,10 @@ def main() -> None:
           + ", ".join(f"{v} {sum(r['verdict'] == v for r in rows)}"
                       for v in sorted({r['verdict'] for r in rows})))  # fmt: skip
     if "iterations" in rows[0]:  # the tree's rows
-        variants = [(rows, "std", "reported"), (rows, "std_white", "reported values, (3.31) white std of the fit at h")]
+        variants = [
+            (rows, "std", "reported"),
+            (rows, "std_white", "reported values, (3.31) white std of the fit at h"),
+        ]
         if "values_at_step" in rows[0]:
             at_h = [{**r, "values": r["values_at_step"], "std": r["std_linearized"]}
                     for r in rows]  # fmt: skip
