@@ -4,8 +4,9 @@ independent noise (0.5 mrad) and a known model error (data at h = 0.1 ms, the es
 
 The tree estimator (the default for hinged rigs; ``TREE_PENDULUM``, the tests named
 ``test_tree_*``): 50 fits after one compilation; `-m slow -k tree` took 1097 s wall, 157 s
-CPU at load 23 (2026-11-26: 3 passed, 1 xfailed). Measured 2026-11-26: damping and friction 76 % / 96 % within 1 / 2 std (met),
-inertia 0 % / 38 % (a model error the same in every dataset; strict xfail), docs/validation.md.
+CPU at load 23 (2026-11-26: 3 passed, 1 xfailed). Measured: damping and friction 76 % /
+96 % within 1 / 2 std (met), inertia 0 % / 38 % (a model error the same in every dataset;
+strict xfail), docs/validation.md.
 
 The SPOOK estimator (``PENDULUM``, the other tests): 50 identifications, each with its h/2
 refit (1289 s in all on the shared 2-core machine).
