@@ -797,36 +797,42 @@ def render_board_video(
 # action camera's 60-100 Mbit/s is about that; crf 28 left the static circles 0.15-0.3 px
 # off on the dark sheet, where 8-bit contrast is lowest), one clip re-encoded from JPEGs
 # of quality 60.
+# name: (mu, look, throw, coulomb). drop2, drop3 and drop5 have MuJoCo's default (soft)
+# contact; drop5c is mu = 0.5 with Coulomb-like friction (mjcf(coulomb=True)), thrown to
+# land nearly flat and fast along the bar so that it slides (with that contact the default
+# throw mostly rolls and sticks at mu = 0.5). The issue 27 acceptance reads mu = 0.5 on
+# drop5c; drop5's mu is the measured limitation of reading the soft contact's mu
+# (docs/vision.md). Coulomb-like mu = 0.2 and 0.3 drops were tried (docs/vision.md): not
+# committed.
 CLIPS = {
-    "drop2": (0.2, Look(backdrop=0.55, crf=20, seed=1)),
-    "drop3": (0.3, Look(backdrop=0.3, bar=0.42, plywood=0.6, jpeg=60, crf=20, seed=2)),
-    "drop5": (0.5, Look(backdrop=0.8, bar=0.45, crf=23, seed=3)),
+    "drop2": (0.2, Look(backdrop=0.55, crf=20, seed=1), Throw(), False),
+    "drop3": (
+        0.3,
+        Look(backdrop=0.3, bar=0.42, plywood=0.6, jpeg=60, crf=20, seed=2),
+        Throw(),
+        False,
+    ),
+    "drop5": (0.5, Look(backdrop=0.8, bar=0.45, crf=23, seed=3), Throw(), False),
+    "drop5c": (
+        0.5,
+        Look(backdrop=0.8, bar=0.45, crf=23, seed=3),
+        Throw((0.08, 0.19, -0.15), (1.1, -0.5, -4.0)),
+        True,
+    ),
 }
 SHORT = ("short", 0.3, Look(backdrop=0.3, bar=0.42, plywood=0.6, crf=18, seed=7), 24, 0.05)
-# mu = 0.5 once more with Coulomb-like friction (mjcf(coulomb=True)), thrown to land nearly
-# flat and fast along the bar so that it slides (38 ms, 49 % of the normal impulse while
-# slipping; the default throw mostly rolls and sticks with this contact)
-COULOMB = (
-    "drop5c",
-    0.5,
-    Look(backdrop=0.8, bar=0.45, crf=23, seed=3),
-    Throw((0.08, 0.19, -0.15), (1.1, -0.5, -4.0)),
-)
 
 
 def write_committed(folder: Path, *names: str) -> None:
     """Render the committed clips ``names`` (all if none) into ``folder`` (minutes:
     llvmpipe)."""
-    for name, (mu, look) in CLIPS.items():
+    for name, (mu, look, throw, coulomb) in CLIPS.items():
         if not names or name in names:
-            render_drop(folder, name, mu, look)
+            render_drop(folder, name, mu, look, throw, coulomb=coulomb)
             print(name, flush=True)
     name, mu, look, n, start = SHORT
     if not names or name in names:
         render_drop(folder, name, mu, look, n_frames=n, start=start)
-    name, mu, look, throw = COULOMB
-    if not names or name in names:
-        render_drop(folder, name, mu, look, throw, coulomb=True)
 
 
 if __name__ == "__main__":
