@@ -458,9 +458,20 @@ def identify_tree_series(
     if settings["step_extrapolation"] and names and status.converged:
         from physid.rigs.models.tree_step import refit_at_half_step
 
+        def refit_with(halved, half_settings, start):
+            refit, X0, theta0, _ = build_problem(
+                rig, spec, names, halved, half_settings, values=start
+            )
+            refit_res = fit(refit, X0, theta0, half_settings, names, len(refit.y), lambda _: None)
+            return (
+                refit,
+                refit_res,
+                tree_fit_status(refit, refit_res, fitted_covariance(refit, refit_res)),
+            )
+
         step = refit_at_half_step(
-            spec, rig, problem, res, series_list, _segment_fits(problem, res, series_list),
-            settings, np.asarray(bounds) != "", say,
+            rig, problem, res, series_list, _segment_fits(problem, res, series_list),
+            settings, np.asarray(bounds) != "", refit_with, say,
         )  # fmt: skip
         reported = step.values
         std = np.sqrt(cov.std**2 + step.noise_increment + step.step_std**2)

@@ -56,26 +56,17 @@ def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:
     return {"grid": fine, "y": y, "present": present, "init": init, "u": u}
 
 
-def refit_at_half_step(spec, rig, problem, result, series_list, fits, settings, held, say):
+def refit_at_half_step(rig, problem, result, series_list, fits, settings, held, refit_with, say):
     """χ at h/2 from the fit at h (``identify_tree`` problem, LM result, its per-series
     ``fits``), the extrapolation and its noise. ``held``: parameters on a bound or a
-    consistency face (not extrapolated)."""
-    from physid.rigs.models.identify_tree import (
-        build_problem,
-        fit,
-        fitted_covariance,
-        tree_fit_status,
-    )
-
+    consistency face (not extrapolated). ``refit_with(series, settings, values)`` builds and
+    fits the tree problem on the halved series: ``(problem, result, status)`` (passed in by
+    ``identify_tree``, which this module must not import: one floor, no circle)."""
     names = list(problem.structure.names)
     values = result.theta * problem.scale
     half_settings = {**settings, "h": settings["h"] / 2}
     halved = [halve_series(s, f["angles"]) for s, f in zip(series_list, fits, strict=True)]
-    refit, X0, theta0, _ = build_problem(
-        rig, spec, names, halved, half_settings, values=dict(zip(names, values, strict=True))
-    )
-    res = fit(refit, X0, theta0, half_settings, names, len(refit.y), lambda _line: None)
-    status = tree_fit_status(refit, res, fitted_covariance(refit, res))
+    refit, res, status = refit_with(halved, half_settings, dict(zip(names, values, strict=True)))
     half = res.theta * refit.scale
     lower, upper = problem.lower * problem.scale, problem.upper * problem.scale
     allowed = np.ones(len(names), bool) if status.converged else np.zeros(len(names), bool)
