@@ -692,9 +692,25 @@ def predict(rig, values: dict, series: dict, states, settings: dict, label: str,
     return [ahead, free]
 
 
+# The prediction checks simulate through ONE compiled program of a fixed shape: a batch of
+# ROLLOUT_BATCH states advanced ROLLOUT_CHUNK steps. A longer window carries its state from
+# chunk to chunk, a larger batch is split, a smaller one padded with copies of its first
+# state (which converge in the same Newton iterations). The k-step windows, the free run's
+# initial-state refinement and the free run itself share it: with one program per padded
+# shape they traced the vmapped scan of the Newton step four times (and ``start`` twice),
+# ~10 s CPU each even where JAX's persistent cache held the compiled code, and compiled it
+# four times on a cold cache (~35 s CPU each; MuJoCo Furuta capture, docs/benchmarks.md).
+# 8 × 128: the batch of the refinement (p + 1 = 5 states for two joints) in one call, and a
+# k-step window of 0.1 s at h = 1 ms in one chunk; the 10 s free run takes 79 calls.
+ROLLOUT_BATCH = 8
+ROLLOUT_CHUNK = 128
+
+
 @functools.lru_cache(maxsize=8)
 def _rollout(tree, make_params, observed: tuple, h: float):
-    """Jitted batched rollout: (values, x0[B, 2n], u[B, steps, n_act], c) → q_obs[B, steps+1]."""
+    """Jitted batched rollout of ``ROLLOUT_CHUNK`` steps: (values, x0[B, 2n],
+    u[B, ROLLOUT_CHUNK, n_act], c) → (q_obs[B, ROLLOUT_CHUNK + 1, n_obs], x_last[B, 2n]);
+    and the jitted batched start (values, z[B, 2n], c) → x0[B, 2n]."""
     from physid.dynamics import variational_friction as vf
 
     n, obs = tree.n_dof, np.asarray(observed, int)
@@ -707,8 +723,8 @@ def _rollout(tree, make_params, observed: tuple, h: float):
             x1 = jnp.concatenate([q1, p1])
             return x1, x1
 
-        _, xs = jax.lax.scan(step, x0, u)
-        return jnp.concatenate([x0[None], xs])[:, obs]
+        last, xs = jax.lax.scan(step, x0, u)
+        return jnp.concatenate([x0[None], xs])[:, obs], last
 
     def start(values, z, c):
         """(q₀, p₀) from the positions of the first two steps: p₀ = −D₁L_d − (h/2) F."""
@@ -724,31 +740,46 @@ def _rollout(tree, make_params, observed: tuple, h: float):
 
 def simulator(rig, values: dict, h: float, u: np.ndarray, c):
     """The ``estimation.prediction.Simulate`` of the rig with the SI ``values`` and the inputs
-    u[n−1, n_act] of a series, and the map from the first two steps' positions to a state."""
+    u[n−1, n_act] of a series, and the map from the first two steps' positions to a state.
+    Both run the fixed-shape programs of ``_rollout`` (see ``ROLLOUT_BATCH``)."""
     merged = {k: jnp.asarray(float(v)) for k, v in {**rig.values, **values}.items()}
     roll, start = _rollout(rig.tree, rig.make_params, tuple(rig.observed), float(h))
+    obs = np.asarray(rig.observed, int)
     c = jnp.asarray(c, float)
     u = np.asarray(u, float).reshape(len(u), -1)
+    # Steps past the record run with the last input (a chunk's tail beyond the window).
     u = np.concatenate([u, np.repeat(u[-1:] if len(u) else np.zeros((1, u.shape[1])), 2, 0)])
+    chunk = np.arange(ROLLOUT_CHUNK)
 
     def simulate(x0, first, steps):
-        b = len(first)
-        # Batch and length padded to powers of two: the checks of one fit share a handful of
-        # compiled shapes; the padded steps run past the record with the last input.
-        bp, sp = _pow2(b), _pow2(steps)
-        pad = np.r_[np.arange(b), np.zeros(bp - b, int)]
-        idx = np.minimum(np.asarray(first)[pad][:, None] + np.arange(sp)[None, :], len(u) - 1)
-        out = roll(merged, jnp.asarray(np.asarray(x0)[pad]), jnp.asarray(u[idx]), c)
-        return np.asarray(out)[:b, : steps + 1]
+        x0, first = np.asarray(x0, float), np.asarray(first, int)
+        out = np.empty((len(first), steps + 1, len(obs)))
+        out[:, 0] = x0[:, obs]
+        for rows, m in _batches(len(first)):
+            x = jnp.asarray(x0[rows])
+            for s in range(0, steps, ROLLOUT_CHUNK):
+                idx = np.minimum(first[rows][:, None] + s + chunk[None, :], len(u) - 1)
+                q, x = roll(merged, x, jnp.asarray(u[idx]), c)
+                take = min(ROLLOUT_CHUNK, steps - s)
+                out[rows[:m], s + 1 : s + take + 1] = np.asarray(q)[:m, 1 : take + 1]
+        return out
 
     def start_state(z):
-        return np.asarray(start(merged, jnp.asarray(z, float), c))
+        z = np.asarray(z, float)
+        out = np.empty_like(z)
+        for rows, m in _batches(len(z)):
+            out[rows[:m]] = np.asarray(start(merged, jnp.asarray(z[rows]), c))[:m]
+        return out
 
     return simulate, start_state
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
+def _batches(b: int):
+    """(rows, m) covering rows 0 … b−1 in index arrays of ``ROLLOUT_BATCH``: the first m
+    entries are real rows, the rest copies of the first (padding)."""
+    for lo in range(0, b, ROLLOUT_BATCH):
+        real = np.arange(lo, min(lo + ROLLOUT_BATCH, b))
+        yield np.r_[real, np.full(ROLLOUT_BATCH - len(real), lo)], len(real)
 
 
 def identify_tree(spec: RigSpec, rig, data: list[Path], out: Path, console) -> Estimate:
