@@ -286,17 +286,19 @@ def _with_values(rig, values: dict):
     return replace(rig, values=merged)
 
 
-def enable_compilation_cache(path: str | Path | None = None) -> Path:
+def enable_compilation_cache(path: str | Path | None = None) -> Path | None:
     """Turn on JAX's persistent compilation cache so that a new process reuses the compiled
     residuals and Jacobians (~5–10 s of XLA compilation per rig) instead of compiling again.
 
-    ``path`` defaults to ``$PHYSID_JAX_CACHE`` or ``~/.cache/physid/jax``. Safe to call more
-    than once; returns the folder used."""
+    ``path`` defaults to ``$PHYSID_JAX_CACHE`` or ``~/.cache/physid/jax``;
+    ``PHYSID_JAX_CACHE=off`` leaves the cache off (nothing written, every process compiles).
+    Safe to call more than once; returns the folder used (None: off)."""
     import os
 
-    folder = Path(
-        path or os.environ.get("PHYSID_JAX_CACHE") or Path.home() / ".cache" / "physid" / "jax"
-    )
+    setting = os.environ.get("PHYSID_JAX_CACHE")
+    if path is None and setting is not None and setting.strip().lower() == "off":
+        return None
+    folder = Path(path or setting or Path.home() / ".cache" / "physid" / "jax")
     folder.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     # Cache every compilation: ours are many small ones plus a few large ones.
