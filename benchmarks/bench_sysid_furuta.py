@@ -12,9 +12,13 @@ both inertias about the joint axes, both dampings, the gear; starts and bounds a
 the dampings 40 % and 100 % off).
 
 - physid: the command line, ``physid identify furuta.toml capture.bin --out DIR`` in a fresh
-  process (wall time: Python start, imports, JAX compilation with the persistent cache that
-  ``physid`` enables, reading the capture, the tree estimator, prediction checks, the
-  report); and ``physid.identify`` in this process after a first call (compiled);
+  process (wall time: Python start, imports, tracing and compiling the JAX programs,
+  reading the capture, the tree estimator, prediction checks, estimate.json and the HTML
+  report), twice: a **first run** on an empty persistent compilation cache (a new
+  ``$PHYSID_JAX_CACHE`` folder, or ``--cache``) and a **warm run** that finds the first
+  run's compiled programs there (what every later run on this machine costs); then
+  ``physid.identify`` in this process, a first call and ``--repeats`` more (the compiled
+  model reused);
 - mujoco.sysid: the same capture read by ``physid.read_log`` (the angles), the residual of
   simulated vs measured joint positions (``MjStateQPos``) over the log, MuJoCo's own
   ``least_squares`` with finite differences, the measured first angles and zero velocity as
@@ -24,15 +28,14 @@ the dampings 40 % and 100 % off).
   escape a wrong local minimum); ``--windows 10`` fits the whole log from the starts. Its
   std: ``calculate_intervals``'s covariance (the residuals' variance times (JᵀJ)⁻¹).
 
-Medians over ``--repeats`` runs (``--cli-repeats`` for the fresh-process command line), wall
-and CPU time, with the load average. Prints both errors and std per parameter and both times;
-the last line reads ``furuta-sysid: physid <s> s, mujoco.sysid <s> s, ratio <r>``, physid's
-time being ``physid.identify`` in a process that has fitted this rig before (compiled model
-reused); the line before it gives the fresh-process command line's ratio.
+Wall and CPU time (the child's for the command line, this process's otherwise) with the
+load average; medians where repeated. Prints both errors and std per parameter and both
+times; the last line reads ``furuta-sysid: physid <s> s, mujoco.sysid <s> s, ratio <r>``,
+physid's time being the warm run of the command line (end to end, a fresh process); the
+lines before it give the first run's and the in-process calls' ratios, by wall and by CPU.
 
     .venv/bin/python benchmarks/bench_sysid_furuta.py [--repeats 5] [--peer-repeats N]
-        [--cli-repeats 1]
-        [--windows 1,3,10] [--whole]
+        [--cli-repeats 1] [--cache DIR] [--windows 1,3,10] [--whole]
 """
 
 from __future__ import annotations
@@ -209,12 +212,15 @@ def table(label: str, values: dict, std: dict, true: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="in-process physid.identify")
     parser.add_argument(
         "--peer-repeats", type=int, default=0, help="mujoco.sysid runs (default: --repeats)"
     )
     parser.add_argument(
-        "--cli-repeats", type=int, default=1, help="fresh-process physid identify runs"
+        "--cli-repeats", type=int, default=1, help="warm fresh-process physid identify runs"
+    )
+    parser.add_argument(
+        "--cache", type=Path, help="persistent compilation cache (default: a new, empty one)"
     )
     parser.add_argument("--windows", default="1,3,10", help="mujoco.sysid's growing windows (s)")
     parser.add_argument(
@@ -227,44 +233,59 @@ def main() -> None:
     run = simulate(XML, furuta_drive, 10.0, qpos0=[0.0, 0.5])
     true = truth(run.model)
     with tempfile.TemporaryDirectory(prefix="bench-sysid-") as tmp:
+        cache = args.cache or Path(tmp) / "jax-cache"
+        os.environ["PHYSID_JAX_CACHE"] = str(cache)  # this process's and the children's
         capture = write_capture(run, Path(tmp) / "furuta.bin")
         print(f"capture: {capture.stat().st_size} bytes, {len(run.t)} frames at 1 kHz")
+        print(f"compilation cache: {cache} ({_entries(cache)} entries)", flush=True)
 
-        # physid first (in this process: the first call compiles, the next ones reuse it),
-        # then the command line, then the peer (the longest): each table when measured.
+        # physid first: the command line on the (empty) cache, then warm; then in this
+        # process; then the peer (the longest). Each result when measured.
+        cold = run_cli(capture, Path(tmp) / "cold")
+        print(f"physid identify, first run: {_runs([cold])}; load {_load()}", flush=True)
+        worst_physid = table("physid identify", cold[0], cold[1], true)
+        cli = [run_cli(capture, Path(tmp) / f"cli{i}") for i in range(args.cli_repeats)]
+        t_cli, c_cli = _medians(cli)
+        print(f"physid identify, warm run(s): {_runs(cli)}; load {_load()}", flush=True)
         first = run_api(capture)
         api = [run_api(capture) for _ in range(args.repeats)]
-        t_api, c_api = _medians(api)
+        t_api, c_api = _medians(api) if api else (first[2], first[3])
         print(
-            f"physid.identify (API): first call {first[2]:.2f} s wall / {first[3]:.2f} s CPU, "
-            f"then {_runs(api)}; {first[4].iterations} iterations, verdict "
-            f"{first[4].validation['verdict']!r}, status {first[4].status['result']!r}; "
-            f"load {_load()}",
+            f"physid.identify in this process: first call {first[2]:.2f} s wall / "
+            f"{first[3]:.2f} s CPU, then {_runs(api)}; {first[4].iterations} iterations, "
+            f"verdict {first[4].validation['verdict']!r}, status "
+            f"{first[4].status['result']!r}; load {_load()}",
             flush=True,
         )
-        worst_physid = table("physid.identify", first[0], first[1], true)
-        cli = [run_cli(capture, Path(tmp) / f"cli{i}") for i in range(args.cli_repeats)]
-        t_cli, c_cli = _medians(cli) if cli else (float("nan"), float("nan"))
-        print(f"physid identify (CLI, fresh process): {_runs(cli)}; load {_load()}", flush=True)
+        same = all(np.isclose(first[0][k], cold[0][k], rtol=1e-12, atol=0) for k in true)
+        print(f"in-process values equal the command line's (1e-12): {same}")
         peer = [run_sysid(capture, windows) for _ in range(args.peer_repeats or args.repeats)]
         t_peer, c_peer = _medians(peer)
         print(f"mujoco.sysid (windows {windows} s): {_runs(peer)}; load {_load()}", flush=True)
         worst_peer = table("mujoco.sysid", peer[0][0], peer[0][1], true)
         if args.whole:
             whole = run_sysid(capture, [windows[-1]])
-            print(f"mujoco.sysid on the whole log from the starts: {whole[2]:.2f} s")
+            print(f"mujoco.sysid on the whole log from the starts: {_runs([whole])}")
             table("mujoco.sysid, whole log", whole[0], whole[1], true)
         print(f"largest error: physid {worst_physid:.3%}, mujoco.sysid {worst_peer:.3%}")
+        for label, wall, cpu in (
+            ("physid identify, first run (empty cache)", cold[2], cold[3]),
+            ("physid identify, warm run", t_cli, c_cli),
+            ("physid.identify in process (compiled)", t_api, c_api),
+        ):
+            print(
+                f"{label}: {wall:.2f} s wall / {cpu:.2f} s CPU; mujoco.sysid {t_peer:.2f} s "
+                f"wall / {c_peer:.2f} s CPU: ratio {t_peer / wall:.2f} wall, "
+                f"{c_peer / cpu:.2f} CPU"
+            )
         print(
-            f"medians, CPU: physid.identify {c_api:.2f} s, physid identify "
-            f"(fresh process) {c_cli:.2f} s, mujoco.sysid {c_peer:.2f} s, ratio "
-            f"{c_peer / c_api:.1f} (in process) {c_peer / c_cli:.2f} (fresh process)"
+            f"furuta-sysid: physid {t_cli:.2f} s, mujoco.sysid {t_peer:.2f} s, "
+            f"ratio {t_peer / t_cli:.2f}"
         )
-        print(f"physid identify in a fresh process {t_cli:.2f} s wall: ratio {t_peer / t_cli:.2f}")
-        print(
-            f"furuta-sysid: physid {t_api:.2f} s, mujoco.sysid {t_peer:.2f} s, "
-            f"ratio {t_peer / t_api:.1f}"
-        )
+
+
+def _entries(folder: Path) -> int:
+    return len(list(folder.iterdir())) if folder.is_dir() else 0
 
 
 def _medians(runs) -> tuple[float, float]:
