@@ -76,6 +76,7 @@ METHOD_KEYS = (
     "estimator", "h", "process_noise", "noise_bandwidth", "max_iter", "eps_g", "eps_delta",
     "eps_f", "lm_tau", "alpha_shrink", "warmup_iter", "physical_consistency",
     "covariance_batches", "prediction_horizon", "free_run_horizon", "step_extrapolation",
+    "warm_start",
 )  # fmt: skip
 
 
@@ -105,6 +106,9 @@ def tree_settings(spec: RigSpec) -> dict:
         "alpha_shrink": spec.method_value("alpha_shrink", "1", 0.1),
         "warmup_iter": int(spec.method_value("warmup_iter", "1", 0)),
         "physical_consistency": _flag(spec, "physical_consistency", True),
+        # θ0 from the filtered inverse dynamics of the encoder samples
+        # (``estimation.tree_warm_start``): 21 → 6 iterations on the 13-parameter Furuta.
+        "warm_start": _flag(spec, "warm_start", True),
         "covariance_batches": int(spec.method_value("covariance_batches", "1", BATCHES)),
         # Refit at h/2 and report the order-2 Richardson value (``rigs.models.tree_step``).
         "step_extrapolation": _flag(spec, "step_extrapolation", False),
@@ -439,6 +443,8 @@ def identify_tree_series(
         )
     )
     theta0 = _consistent_start(spec, problem, theta0, say)
+    if settings["warm_start"]:
+        X0, theta0 = _warm_start(problem, X0, theta0, names, n_total, say)
     res = fit(problem, X0, theta0, settings, names, n_total, say)
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
@@ -561,6 +567,25 @@ def identify_tree_series(
         validation=checked,
     )
     return estimate, fits
+
+
+def _warm_start(problem: TreeProblem, X0, theta0, names, n_total: int, say):
+    """(X0, θ0) from ``estimation.tree_warm_start.tree_start``, said in one line."""
+    from physid.estimation.tree_warm_start import tree_start
+
+    start = tree_start(problem, X0, theta0)
+    if start.regression is None:
+        say("  warm start: skipped (a joint without an encoder)")
+        return X0, theta0
+    shown = ", ".join(
+        f"{k}={v:.4g}" for k, v in zip(names, start.theta * problem.scale, strict=True)
+    )
+    costs = f"cost/step {start.cost_given / n_total:.4e} → {start.cost_warm / n_total:.4e}"
+    if not start.used:
+        say(f"  warm start (filtered inverse dynamics) not used: {costs}")
+        return X0, theta0
+    say(f"  warm start (filtered inverse dynamics): {costs}; {shown}")
+    return start.X, start.theta
 
 
 def fit(problem: TreeProblem, X0, theta0, settings: dict, names, n_total: int, say):

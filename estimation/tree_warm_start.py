@@ -1,0 +1,223 @@
+"""A start for the tree estimator's parameters from the dynamics alone: filtered inverse
+dynamics on the encoder angles (issue 22's 13-parameter Furuta in ≤ 15 iterations).
+
+Given positions q_k on the estimator grid (the encoder samples themselves), the forced
+discrete Euler–Lagrange equation at q_k (Caldwell et al. eq. 3, three points, with the exact
+dry friction of ``dynamics.variational_friction``) is a residual in θ alone:
+
+    e_k(θ) = p_k(θ) + D₁L_d(q_k, q_{k+1}) + (h/2) F_k + λ_k,
+    p_k(θ) = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1}                      (row 2 of step k − 1),
+
+λ_k the natural map's friction impulse. It is linear in the inertias, the gains and the
+viscous and Coulomb coefficients (on each sliding step) and smooth in the rest (a tilt of
+gravity, a back-EMF), so a few damped Gauss–Newton steps in θ, in the box and physically
+consistent, reach the minimum of Σ_k ‖L(w e)_k‖². Each step evaluates the problem's own
+compiled residuals and linearization (``TreeProblem``; nothing new to compile):
+
+- p_k(θ) = −(row 2 of step k − 1 at p = 0), unweighted;
+- ∂e_k/∂θ = C¹_k + (∂row¹_k/∂p_k) ∂p_k/∂θ = C¹_k − K_k C²_{k−1} / w_{k−1}, with C the
+  linearization's weighted θ blocks and K_k = ∂row¹_k/∂p_k its (weighted, diagonal) p block.
+
+L is a zero-phase low-pass along time (Butterworth, ``sosfiltfilt``), applied to the residuals
+and to their θ columns alike, per log: the *equation* is filtered, not the angles. e_k holds
+the second difference of q over h², which turns a 4096-count encoder's quantization
+(4.4e-4 rad) into ~1e3 rad/s² of white noise; L removes it above its cutoff while the
+rigid-body terms, the inputs and the friction all pass through the same filter, so their
+relation stays that of the model. Low-passing the angles first instead (as the LM's start
+states are) does not commute with the dynamics: measured on the Furuta swing-up, the fit on
+10 Hz-filtered angles put J_Azz on its lower bound and the gain 27 % low, even from the
+noise-free angles, while the filtered equation on the quantized angles gave J_Azz +0.6 %, the
+gain +0.0 %, J_Byy +0.1 % (the friction and the tilt, which the quantized velocities blur,
+within a factor of 2–3; LM settles them).
+
+The weights are the dynamics rows' (√2/σ_w per joint); a row whose step or the step before
+crosses a log boundary (weight 0) is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.signal import butter, sosfiltfilt
+
+from physid.estimation.consistency import constrained_step
+from physid.estimation.lm import _box_qp
+from physid.estimation.tree_problem import TreeProblem
+
+# Cutoff of the equation's low-pass (Hz): that of the LM's start states
+# (``estimation.initialize.CUTOFF_HZ``), above the rigs' swings (~1 Hz) and their input
+# pulses' first harmonics. Measured on the Furuta swing-up (2 s, 4096 counts): 5 and 10 Hz
+# both led LM to the same minimum in 6 iterations (21 from Table 1's values).
+CUTOFF_HZ = 10.0
+# Butterworth order of the low-pass (doubled by the forward-backward pass).
+ORDER = 2
+# Marquardt damping of the first step, relative to each column's diagonal of JᵀJ; divided by
+# 10 after a step that lowers the cost, multiplied by 10 after one that does not.
+DAMPING = 1e-3
+# A column whose diagonal is below this fraction of the largest is a parameter the dynamics
+# does not see (J_Axx of a Furuta arm that turns about z only): it is damped as if it were this
+# size, so it stays near its start instead of taking an arbitrary value.
+SMALLEST_DIAGONAL = 1e-10
+# Stop when a step lowers the cost by less than this fraction of it.
+RELATIVE_DECREASE = 1e-4
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """θ (scaled, as ``TreeProblem``'s); the regression's cost Σ ‖L(w e)‖² (dimensionless)
+    at the start and at θ; the Gauss–Newton steps tried."""
+
+    theta: np.ndarray
+    cost0: float
+    cost: float
+    steps: int
+
+
+def momenta(problem: TreeProblem, q, theta) -> np.ndarray:
+    """p_k = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1} [N, n] (N m s or N s): the momentum that
+    closes row 2 of step k − 1; p_0 (no step before it) closes row 1 of step 0."""
+    n = problem.structure.n
+    X = jnp.concatenate([jnp.asarray(q, float), jnp.zeros((len(q), n))], axis=1)
+    dyn, _, _ = problem.residuals(X, theta)
+    wd = np.asarray(problem.dyn_weight)
+    # Unweighted rows at p = 0: row 2 of step k is −(D₂L_d + F⁺); 0 across a log boundary.
+    rows = np.divide(dyn, wd, out=np.zeros_like(dyn), where=wd > 0)
+    return np.concatenate([-rows[:1, :n], -rows[:, n:]])
+
+
+def _segments(valid: np.ndarray) -> list[slice]:
+    """Runs of consecutive True in valid [M]."""
+    edges = np.flatnonzero(np.diff(np.r_[0, valid.astype(int), 0]))
+    return [slice(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def _rows(problem: TreeProblem, q, theta, sos) -> tuple[np.ndarray, np.ndarray]:
+    """(L(w e) [M], ∂/∂θ [M, p]): the weighted, filtered three-point residuals of the interior
+    steps of every log, flattened (M = (N − 2) n; rows outside a log are 0)."""
+    n = problem.structure.n
+    X = jnp.concatenate([jnp.asarray(q, float), jnp.asarray(momenta(problem, q, theta))], axis=1)
+    lin = problem.linearize(X, theta)
+    wd = np.asarray(problem.dyn_weight)
+    e = np.asarray(lin.dyn_r)[1:, :n]  # row 1 of steps 1 … N − 2 at p_k(θ)
+    C = np.asarray(lin.dyn_C)
+    K = np.einsum("kii->ki", np.asarray(lin.dyn_A)[1:, :n, n:])  # ∂row¹_k/∂p_k, weighted
+    w2 = wd[:-1, n:, None]
+    dp = -np.divide(C[:-1, n:], w2, out=np.zeros_like(C[:-1, n:]), where=w2 > 0)
+    J = C[1:, :n] + K[:, :, None] * dp
+    valid = (wd[1:, 0] > 0) & (wd[:-1, 0] > 0)
+    e, J = np.where(valid[:, None], e, 0.0), np.where(valid[:, None, None], J, 0.0)
+    if sos is not None:
+        for seg in _segments(valid):
+            if seg.stop - seg.start > 3 * 2 * len(sos):  # long enough to pad (as filtfilt)
+                e[seg] = sosfiltfilt(sos, e[seg], axis=0)
+                J[seg] = sosfiltfilt(sos, J[seg], axis=0)
+    return e.reshape(-1), J.reshape(-1, J.shape[-1])
+
+
+def warm_start(
+    problem: TreeProblem,
+    q,
+    theta0,
+    cutoff: float | None = CUTOFF_HZ,
+    max_steps: int = 8,
+) -> WarmStart:
+    """θ minimizing the low-passed (``cutoff`` Hz; None: unfiltered), weighted three-point DEL
+    residuals of the positions q [N, n] (every joint; rad or m, unwrapped: the encoder
+    samples), from θ0 (scaled), in the problem's box and, where it has one, its
+    physical-consistency LMI: damped Gauss–Newton, each step an exact box QP."""
+    fs = 1.0 / problem.structure.h
+    sos = None
+    if cutoff is not None and cutoff < 0.5 * fs:
+        sos = butter(ORDER, cutoff, fs=fs, output="sos")
+    theta = np.clip(np.asarray(theta0, float), problem.lower, problem.upper)
+    lmi = problem.consistency
+    r, J = _rows(problem, q, theta, sos)
+    cost0 = cost = float(r @ r)
+    damping, steps = DAMPING, 0
+    while steps < max_steps:
+        steps += 1
+        S = J.T @ J
+        diag = np.maximum(np.diag(S), SMALLEST_DIAGONAL * max(float(np.max(np.diag(S))), 1e-300))
+        H, g = S + damping * np.diag(diag), J.T @ r
+        lo, hi = problem.lower - theta, problem.upper - theta
+        step = _box_qp(H, g, lo, hi)
+        if lmi is not None and not lmi.feasible(theta + step, 1e-12):
+            try:
+                step = constrained_step(H, g, lo, hi, lmi, theta)
+            except Exception:  # noqa: BLE001  (cvxpy's SolverError: failed numerically)
+                damping *= 10.0  # a shorter step is an easier conic problem
+                continue
+        trial = theta + step
+        r_t, J_t = _rows(problem, q, trial, sos)
+        cost_t = float(r_t @ r_t)
+        if not cost_t < cost:
+            damping *= 10.0
+            continue
+        small = cost - cost_t <= RELATIVE_DECREASE * cost
+        theta, r, J, cost = trial, r_t, J_t, cost_t
+        damping = max(damping / 10.0, 1e-12)
+        if small:
+            break
+    return WarmStart(theta, cost0, cost, steps)
+
+
+def encoder_positions(problem: TreeProblem) -> np.ndarray | None:
+    """q [N, n]: the encoder samples of every joint on the grid, unwrapped, with missing
+    samples linearly interpolated (per log); None if a joint has no encoder or a log has
+    fewer than two samples of one (the start then needs the LM's filtered states)."""
+    n, observed = problem.structure.n, list(problem.structure.observed)
+    if sorted(observed) != list(range(n)):
+        return None
+    y, present = np.asarray(problem.y, float), np.asarray(problem.obs_weight) > 0
+    wraps = problem.structure.wraps
+    q = np.zeros((len(y), n))
+    bounds = np.r_[np.flatnonzero(log_starts(problem)), len(y)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        k = np.arange(b - a)
+        for i, j in enumerate(observed):
+            ok = present[a:b, i]
+            if ok.sum() < 2:
+                return None
+            v = y[a:b, i][ok]
+            v = np.unwrap(v) if wraps[i] else v
+            q[a:b, j] = np.interp(k, k[ok], v)
+    return q
+
+
+def log_starts(problem: TreeProblem) -> np.ndarray:
+    """[N] bool: the first step of each log (a dynamics row of weight 0 joins two logs)."""
+    wd = np.asarray(problem.dyn_weight)
+    return np.r_[True, np.all(wd == 0, axis=1)]
+
+
+@dataclass(frozen=True)
+class TreeStart:
+    """The LM's start: θ (scaled) and the states X [N, 2n]; ``regression`` the warm start's
+    fit (None where it could not run), ``used`` whether it replaced the given start (it must
+    lower the problem's own cost), and the problem's cost at the given and the warm start."""
+
+    theta: np.ndarray
+    X: jnp.ndarray
+    used: bool
+    regression: WarmStart | None
+    cost_given: float
+    cost_warm: float
+
+
+def tree_start(problem: TreeProblem, X0, theta0, cutoff: float | None = CUTOFF_HZ) -> TreeStart:
+    """``warm_start`` on the encoder samples, and the states from the LM's start positions
+    (X0's) with the momenta at the new θ; kept only where the problem's cost (dynamics and
+    observation rows together) is lower there than at (X0, θ0)."""
+    theta0 = np.asarray(theta0, float)
+    cost_given = problem.cost(X0, theta0)
+    q = encoder_positions(problem)
+    if q is None or not len(theta0):
+        return TreeStart(theta0, X0, False, None, cost_given, np.nan)
+    reg = warm_start(problem, q, theta0, cutoff)
+    X = problem.initial_states(problem.positions(X0), reg.theta, log_starts(problem))
+    cost = problem.cost(X, reg.theta)
+    if not cost < cost_given:
+        return TreeStart(theta0, X0, False, reg, cost_given, cost)
+    return TreeStart(reg.theta, X, True, reg, cost_given, cost)
