@@ -175,7 +175,8 @@ class _Model:
         return a["wd"] * dyn, self._obs(X, a, params), jnp.zeros(0)
 
     def _dyn_block(self, a, theta, q0, p0, q1, p1, u, wd, with_theta):
-        """Weighted residual of one step and its Jacobians w.r.t. x_k, x_{k+1}, θ."""
+        """Weighted residual of one step and its Jacobians w.r.t. x_k, x_{k+1} and (with
+        ``with_theta``) θ."""
         s, h, n = self.s, self.s.h, self.s.n
         params = self.params(a, theta)
         jac = vf.step_jacobians(s.tree, params, q0, p0, q1, p1, u, h, a["c"])
@@ -205,7 +206,7 @@ class _Model:
             r2_th = -0.5 * h * L_qth - L_vth - 0.5 * h * f_th
             C = jnp.concatenate([keep[:, None] * r1_th + side[:, None] * lim_th, r2_th])
         else:
-            C = jnp.zeros((2 * n, 0))
+            return wd * value, wd[:, None] * A, wd[:, None] * B
         return wd * value, wd[:, None] * A, wd[:, None] * B, wd[:, None] * C
 
     def _linearize(self, X, theta, a, with_theta: bool = True):
@@ -214,9 +215,11 @@ class _Model:
         block = functools.partial(self._dyn_block, a, theta, with_theta=with_theta)
         steps = (q[:-1], p[:-1], q[1:], p[1:], a["u"], a["wd"])
         if self.chunk:
-            dr, dA, dB, dC = jax.lax.map(lambda b: block(*b), steps, batch_size=self.chunk)
+            out = jax.lax.map(lambda b: block(*b), steps, batch_size=self.chunk)
         else:
-            dr, dA, dB, dC = jax.vmap(block)(*steps)
+            out = jax.vmap(block)(*steps)
+        # Without θ the blocks have no C: lax.map cannot batch an array of size 0.
+        dr, dA, dB, dC = out if with_theta else (*out, jnp.zeros((len(out[0]), 2 * n, 0)))
         params = self.params(a, theta)
         orr = self._obs(X, a, params)
         sel = (

@@ -158,6 +158,28 @@ def test_theta_block_is_the_forward_mode_jacobian(pendulum_spec):
     np.testing.assert_allclose(lin.dyn_B, J[k, :, k + 1, :], atol=1e-8 * float(jnp.max(jnp.abs(J))))
 
 
+@pytest.mark.slow  # compiles the problem's linearization twice: minutes on a loaded core
+def test_states_only_linearization_is_the_full_ones_state_part(pendulum_spec):
+    """``linearize_states`` (LM's states-only warm-up, ``lm.fit_states``) gives the same
+    residuals and state blocks as ``linearize`` with no θ columns. It failed in the chunked
+    linearization (lax.map cannot batch a θ block of width 0) until 2026-11-26. Equal to
+    round-off (1e-12 relative): the same operations, one without the θ block."""
+    rig = pendulum.tree_rig(pendulum_spec)
+    n = 300  # more than one chunk of LINEARIZE_CHUNK steps
+    t = np.arange(n) * H
+    y = 2.0 * np.cos(6.0 * t)[:, None]
+    series = {"grid": t, "y": y, "present": np.ones_like(y, bool), "init": y,
+              "u": np.zeros((n - 1, 0))}  # fmt: skip
+    settings = tree_settings(pendulum_spec)
+    names = list(pendulum_spec.parameters)
+    problem, X0, theta0, _ = build_problem(rig, pendulum_spec, names, [series], settings)
+    full, states = problem.linearize(X0, theta0), problem.linearize_states(X0, theta0)
+    assert states.dyn_C.shape == (n - 1, 2, 0)
+    for a, b in ((full.dyn_r, states.dyn_r), (full.dyn_A, states.dyn_A),
+                 (full.dyn_B, states.dyn_B), (full.obs_A, states.obs_A)):  # fmt: skip
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12 * float(np.max(np.abs(a))))
+
+
 def test_a_drive_on_a_rig_without_actuator_is_refused(pendulum_spec):
     """The pendulum has no actuator: a log whose u column is non-zero is refused, naming the
     file, the time and what to do."""
