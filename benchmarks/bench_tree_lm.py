@@ -262,7 +262,7 @@ def scaling(reps=(1, 4), repeats: int = 5) -> None:
     structure = probs[0][0].structure
     models = {
         "one vmap": _Model(structure, None),
-        f"chunks of {LINEARIZE_CHUNK}": _Model(structure, LINEARIZE_CHUNK),
+        f"chunks of {LINEARIZE_CHUNK}": _Model(structure, LINEARIZE_CHUNK, vmap_up_to=0),
     }
     for m in models.values():
         for prob, X0, th0 in probs:

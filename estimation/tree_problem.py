@@ -84,6 +84,12 @@ class TreeStructure:
 # temporaries of the nested derivatives of one chunk stay in cache, so the time per step does
 # not grow with n as one vmap over all steps did (CPU time per step 5–7× per 4× of n).
 LINEARIZE_CHUNK = 256
+# Up to this many steps one vmap is cheaper than the chunks (its temporaries still fit the
+# cache): at n = 2 001 (the 13-parameter Furuta), 27.6–34.2 against 34.0–34.9 ms of CPU per
+# linearization (min of 7, two rounds, load ~22), and 0.026–0.032 against 0.032–0.037 s in
+# the earlier measurement of docs/benchmarks.md; at 8 004 steps the chunks win (0.13–0.15
+# against 0.18–0.21 s).
+VMAP_UP_TO = 4096
 
 
 class _Model:
@@ -96,9 +102,12 @@ class _Model:
     pixels on the grid and their weights 1/σ_px² (px⁻²).
     """
 
-    def __init__(self, s: TreeStructure, chunk: int | None = LINEARIZE_CHUNK):
+    def __init__(
+        self, s: TreeStructure, chunk: int | None = LINEARIZE_CHUNK, vmap_up_to: int = VMAP_UP_TO
+    ):
         self.s = s
         self.chunk = chunk
+        self.vmap_up_to = vmap_up_to
         self.linearize = jax.jit(self._linearize)
         self.linearize_states = jax.jit(functools.partial(self._linearize, with_theta=False))
         self.residuals = jax.jit(self._residuals)
@@ -112,6 +121,10 @@ class _Model:
                 lambda q: self.marker_pixels(self.params(a, theta), a["cam"], q)
             )(X[:, : self.s.n])
         )
+
+    def _chunked(self, steps: int) -> bool:
+        """Linearize in chunks of ``self.chunk`` steps (a static choice by shape)."""
+        return bool(self.chunk) and steps > self.vmap_up_to
 
     def _cost(self, X, theta, a):
         return sum(jnp.sum(r**2) for r in self._residuals(X, theta, a))
@@ -161,7 +174,7 @@ class _Model:
             return f(qk), jnp.concatenate([J, jnp.zeros_like(J)], axis=1)
 
         steps = (q, a["uv"], a["mw"])
-        if self.chunk:
+        if self._chunked(q.shape[0]):
             return jax.lax.map(one, steps, batch_size=self.chunk)
         return jax.vmap(one)(steps)
 
@@ -214,7 +227,7 @@ class _Model:
         q, p = X[:, :n], X[:, n:]
         block = functools.partial(self._dyn_block, a, theta, with_theta=with_theta)
         steps = (q[:-1], p[:-1], q[1:], p[1:], a["u"], a["wd"])
-        if self.chunk:
+        if self._chunked(q.shape[0]):
             out = jax.lax.map(lambda b: block(*b), steps, batch_size=self.chunk)
         else:
             out = jax.vmap(block)(*steps)

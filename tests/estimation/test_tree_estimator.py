@@ -16,6 +16,7 @@ import physid.dynamics  # noqa: F401  (float64)
 from physid.dynamics import variational
 from physid.dynamics import variational_friction as vf
 from physid.errors import InputError
+from physid.estimation.tree_problem import _Model
 from physid.rigs.models import furuta, pendulum
 from physid.rigs.models.identify_tree import build_problem, series_on_grid, tree_settings
 from physid.spec import load_spec
@@ -165,7 +166,7 @@ def test_states_only_linearization_is_the_full_ones_state_part(pendulum_spec):
     linearization (lax.map cannot batch a θ block of width 0) until 2026-11-26. Equal to
     round-off (1e-12 relative): the same operations, one without the θ block."""
     rig = pendulum.tree_rig(pendulum_spec)
-    n = 300  # more than one chunk of LINEARIZE_CHUNK steps
+    n = 300  # three chunks, the last one short
     t = np.arange(n) * H
     y = 2.0 * np.cos(6.0 * t)[:, None]
     series = {"grid": t, "y": y, "present": np.ones_like(y, bool), "init": y,
@@ -173,10 +174,13 @@ def test_states_only_linearization_is_the_full_ones_state_part(pendulum_spec):
     settings = tree_settings(pendulum_spec)
     names = list(pendulum_spec.parameters)
     problem, X0, theta0, _ = build_problem(rig, pendulum_spec, names, [series], settings)
-    full, states = problem.linearize(X0, theta0), problem.linearize_states(X0, theta0)
-    assert states.dyn_C.shape == (n - 1, 2, 0)
-    for a, b in ((full.dyn_r, states.dyn_r), (full.dyn_A, states.dyn_A),
-                 (full.dyn_B, states.dyn_B), (full.obs_A, states.obs_A)):  # fmt: skip
+    # Chunks of 128 steps whatever n (the default linearizes up to 4096 steps in one vmap).
+    model = _Model(problem.structure, chunk=128, vmap_up_to=0)
+    X, th, args = jnp.asarray(X0), jnp.asarray(theta0), problem._args
+    full, states = model.linearize(X, th, args), model.linearize_states(X, th, args)
+    assert states[3].shape == (n - 1, 2, 0)
+    for i in (0, 1, 2, 4, 5):  # dyn_r, dyn_A, dyn_B, obs_r, obs_A
+        a, b = np.asarray(full[i]), np.asarray(states[i])
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12 * float(np.max(np.abs(a))))
 
 
