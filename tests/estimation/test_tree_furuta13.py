@@ -3,7 +3,8 @@ five inertias, four friction coefficients and the tilt from the Table 1 start va
 simulated swing-up that the tree's model describes (``tree_furuta13.py``: the tree integrator
 at 1e-4 s, 4096-count encoders at 1 kHz, fitted at h = 1e-3 s with the default weights).
 
-Asked: at most 15 LM iterations; the inertias the data do not excite flagged (J_Axx and J_Ayy:
+Asked: at most 15 LM iterations (from Table 1's values through the default warm start,
+``estimation.tree_warm_start``); the inertias the data do not excite flagged (J_Axx and J_Ayy:
 the arm turns about its z axis only, so they enter neither its kinetic energy nor anything
 else); every other parameter within 5 % of the truth. Also asserted: |z| ≤ 3 with the
 reported std, and a converged fit status.

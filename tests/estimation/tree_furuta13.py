@@ -1,6 +1,6 @@
 """The 13-parameter Furuta of Marklund et al., Section 4.6, on data the tree estimator's model
 describes (issue 22's "13-parameter Furuta on a simulated swing-up"): test data for
-``test_tree_furuta13.py`` and ``benchmarks/bench_tree_lm.py --problem furuta13-consistent``.
+``test_tree_furuta13.py`` and ``benchmarks/bench_tree_lm.py --problem furuta13-tree``.
 
 The simulator is the integrator whose equation the tree estimator's dynamics residual is
 (``dynamics.variational_friction.rollout``: the midpoint variational step of the rigid-joint
