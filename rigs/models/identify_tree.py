@@ -575,7 +575,7 @@ def _warm_start(problem: TreeProblem, X0, theta0, names, n_total: int, say):
 
     start = tree_start(problem, X0, theta0)
     if start.regression is None:
-        say("  warm start: skipped (a joint without an encoder)")
+        say("  warm start: skipped (a joint without encoder samples in every log)")
         return X0, theta0
     shown = ", ".join(
         f"{k}={v:.4g}" for k, v in zip(names, start.theta * problem.scale, strict=True)
