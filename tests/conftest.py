@@ -5,14 +5,39 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 
-# ------------------------------------------------------------------------------ a small disk
+# ------------------------------------------------------------------------------ the console script
 
 import os  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+
+# The console script's body, run by this interpreter (the one physid is installed in; a
+# virtual environment need not have its scripts on PATH).
+PHYSID = (sys.executable, "-c", "from physid.rigs.cli import main; main()")
+
+
+def run_physid(*args, timeout: float = 600, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """``physid ARGS...`` in a subprocess: exit status and text stdout/stderr captured.
+
+    ``timeout`` (s) catches a hung command, not a slow one: give each test's worst case on a
+    loaded 2-core machine, never a tight bound. ``env`` entries are added to this process's
+    environment. COLUMNS=400: rich wraps at the terminal width (80 when captured), and a wide
+    one keeps each message on one line for the assertions."""
+    return subprocess.run(
+        [*PHYSID, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "400", **(env or {})},
+    )
+
+
+# ------------------------------------------------------------------------------ a small disk
 
 
 @pytest.fixture

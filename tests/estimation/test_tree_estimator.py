@@ -240,12 +240,12 @@ def test_seed_experiment_4_7_through_physid_identify(tmp_path):
     h = 1e-3 s, the other values the simulation's: J_Azz and J_Byy within 3 %, no weight
     given (the spec's noise and the default process noise)."""
     import json
-    import subprocess
-    import sys
 
-    cli = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
+    from tests.conftest import run_physid
+
     sim = tmp_path / "sim"
-    subprocess.run([*cli, "simulate", "furuta", "--out", str(sim)], check=True)
+    done = run_physid("simulate", "furuta", "--out", sim, timeout=3000)
+    assert done.returncode == 0, done.stderr
     truth = json.loads((sim / "truth.json").read_text())["parameters"]
     # The spec knows what the simulation used for every value it does not identify.
     fixed = "\n".join(
@@ -264,9 +264,8 @@ def test_seed_experiment_4_7_through_physid_identify(tmp_path):
     spec = tmp_path / "furuta_tree.toml"
     spec.write_text(f"{kept}\n{fixed}\n\n[parameters]{rest}")
     out = tmp_path / "fit"
-    subprocess.run(
-        [*cli, "identify", str(spec), str(sim / "log.csv"), "--out", str(out)], check=True
-    )
+    done = run_physid("identify", spec, sim / "log.csv", "--out", out, timeout=3000)
+    assert done.returncode == 0, done.stderr
     est = json.loads((out / "estimate.json").read_text())
     for name in ("J_Azz", "J_Byy"):
         value = est["parameters"][name]["value"]

@@ -18,8 +18,8 @@ from rich.console import Console
 from physid.rigs.pipeline.process import ProcessOptions, load_index, process_folder
 from physid.spec import load_spec
 from physid.vision.camera import action_camera
+from tests.conftest import PHYSID
 
-PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
 # Tests of reuse and resumption leave out the cross-experiment pass (its own test below).
 NO_CV = ProcessOptions(jobs=1, cross_validate=False)
 

@@ -19,17 +19,7 @@ from physid.rigs.pipeline.outputs import LOCK_FILE, damaged_outputs
 from physid.rigs.pipeline.process import load_index
 from physid.rigs.pipeline.run import _cached_summary, run_experiment
 from physid.spec import load_spec
-from tests.conftest import fill
-
-PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
-
-
-def physid(*args, timeout=600) -> subprocess.CompletedProcess:
-    # COLUMNS: rich wraps at the terminal width; a wide one keeps each message on one line.
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run(
-        [*PHYSID, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env
-    )
+from tests.conftest import fill, run_physid
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -80,7 +70,7 @@ def test_experiment_names_that_leave_out_are_invalid_and_touch_nothing(tmp_path,
     )
     out = world / "reports"
     before = snapshot(world)
-    res = physid("process", folder, "--out", out, "--no-cross-validate")
+    res = run_physid("process", folder, "--out", out, "--no-cross-validate")
     assert res.returncode == 1, res.stderr
     for name in ("../victim", str(target), "x/../../victim"):
         assert f"{name}: invalid: experiment name {name!r} is not an identifier" in res.stderr
@@ -219,14 +209,14 @@ def test_second_run_on_one_output_folder_names_the_holder_and_changes_nothing(tm
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = snapshot(tmp_path)
-        res = physid("process", folder, "--out", out)
+        res = run_physid("process", folder, "--out", out)
         assert res.returncode == 3, res.stderr
         assert f"another physid run is writing to this folder (pid {holder.pid} " in res.stderr
         assert snapshot(tmp_path) == before
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
-    res = physid("process", folder, "--out", out)
+    res = run_physid("process", folder, "--out", out)
     assert res.returncode == 0, res.stderr
     assert load_index(out)[0].get("skipped") is True
     assert not (out / ".a.partial").exists()  # an abandoned work folder, cleaned once free
@@ -242,7 +232,7 @@ def test_full_disk_is_one_line_and_keeps_finished_reports(tmp_path, finished, sm
     fill(disk)
     before = snapshot(out)
     outside = snapshot(folder)
-    res = physid("process", folder, "--out", out)
+    res = run_physid("process", folder, "--out", out)
     assert res.returncode == 4, res.stderr
     (line,) = [x for x in res.stderr.splitlines() if x.startswith("error:")]
     assert "index.json" in line and "No space left on device" in line
@@ -267,7 +257,7 @@ def test_full_disk_during_an_experiment_keeps_its_log(tmp_path, finished, small_
     shutil.copy(folder / "a.bin", folder / "b.bin")  # a second experiment, removed below
     try:
         fill(disk, leave=24 << 10)  # the log fits; estimate.json (~400 kB) does not
-        res = physid("process", folder, "--out", out, "--no-cross-validate")
+        res = run_physid("process", folder, "--out", out, "--no-cross-validate")
     finally:
         (folder / "b.bin").unlink()
     assert res.returncode == 1, res.stderr

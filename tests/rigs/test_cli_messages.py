@@ -5,23 +5,13 @@ import io
 import json
 import os
 import stat
-import subprocess
-import sys
 
 import numpy as np
 
 from physid.estimation.estimate import write_json_atomic
 from physid.streams import Stream
 from physid.terminal import Console, error_line, escape_unknown, plain
-
-PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
-
-
-def physid(*args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "400"}  # one message, one line
-    return subprocess.run(
-        [*PHYSID, *map(str, args)], capture_output=True, text=True, timeout=300, env=env
-    )
+from tests.conftest import run_physid
 
 
 def test_spec_keys_in_brackets_survive_the_console():
@@ -40,7 +30,7 @@ def test_spec_keys_in_brackets_survive_the_console():
 
 
 def test_cli_errors_and_help_keep_their_brackets(tmp_path):
-    res = physid("simulate", "ellipse_drop", "--set", "m=-1 kg", "--out", tmp_path / "x")
+    res = run_physid("simulate", "ellipse_drop", "--set", "m=-1 kg", "--out", tmp_path / "x")
     assert res.returncode == 2
     assert "[fixed.m] must be positive, got -1" in res.stderr, res.stderr
     assert not (tmp_path / "x").exists()

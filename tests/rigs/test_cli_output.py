@@ -10,6 +10,7 @@ from rich.console import Console
 
 from physid.rigs.cli_output import LibraryLog
 from physid.rigs.encoders.capture import TruncatedCaptureWarning
+from tests.conftest import run_physid
 
 
 def test_library_warnings_to_the_file_physid_warnings_to_the_terminal(tmp_path):
@@ -42,11 +43,7 @@ def test_dask_port_warning_goes_to_the_log_of_process(tmp_path):
     (folder / "run1.bin").write_bytes(b"\xa5\x5a")  # no rig spec: an experiment that fails
     out = tmp_path / "reports"
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", "from physid.rigs.cli import main; main()", "process",
-             str(folder), "--out", str(out)],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        done = run_physid("process", folder, "--out", out, timeout=300)
     finally:
         holder.close()
     assert "index.html" in done.stdout, done.stderr

@@ -5,14 +5,13 @@ Most cases run in this process through ``rigs.cli.run`` (the console script's bo
 its ``sys.exit``); two go through the real entry point in a subprocess.
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from physid.rigs.cli import run
 from physid.spec import load_spec
+from tests.conftest import run_physid
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,15 +30,9 @@ def one_line_error(err: str) -> str:
 
 
 def test_version_and_a_typo_through_the_console_script(tmp_path):
-    script = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
-    done = subprocess.run([*script, "--version"], capture_output=True, text=True, timeout=120)
+    done = run_physid("--version", timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("physid ")
-    done = subprocess.run(
-        [*script, "simulate", "pendulm", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_physid("simulate", "pendulm", "--out", tmp_path, timeout=120)
     assert done.returncode == 2
     assert one_line_error(done.stderr) == (
         "error: no rig 'pendulm' (did you mean 'pendulum'?); built-in rigs: cartpole, "

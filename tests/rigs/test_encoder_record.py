@@ -19,8 +19,7 @@ from physid.rigs.encoders.boardsim import (
     synthetic_trajectory,
 )
 from physid.rigs.encoders.decode import Frames, StreamDecoder, decode_capture
-
-PHYSID = [sys.executable, "-c", "from physid.rigs.cli import main; main()"]
+from tests.conftest import PHYSID, run_physid
 
 
 def _start_recorder(port: str, out: Path, *extra: str, physid=PHYSID) -> subprocess.Popen:
@@ -136,20 +135,10 @@ def test_live_decoding_of_a_faulty_board_through_pyserial() -> None:
 def test_record_refuses_to_overwrite_and_names_bad_port(tmp_path: Path) -> None:
     out = tmp_path / "keep.bin"
     out.write_bytes(b"precious")
-    res = subprocess.run(
-        [*PHYSID, "record", "--port", "loop://", "--out", str(out), "--duration", "0.2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_physid("record", "--port", "loop://", "--out", out, "--duration", "0.2", timeout=60)
     assert res.returncode == 2 and "exists" in res.stderr and out.read_bytes() == b"precious"
     bad = tmp_path / "new.bin"
-    res = subprocess.run(
-        [*PHYSID, "record", "--port", "/dev/does-not-exist", "--out", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_physid("record", "--port", "/dev/does-not-exist", "--out", bad, timeout=60)
     assert res.returncode == 2 and "/dev/does-not-exist" in res.stderr and not bad.exists()
 
 

@@ -4,14 +4,13 @@ the parameter table in the terminal, and the same report folder ``physid process
 Slow: a 1.5 s pendulum swing through LM (about 30-60 s on two cores)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from physid.rigs.pipeline.sample import EncoderScenario, simulate_hinged
 from physid.spec import load_spec
+from tests.conftest import run_physid
 
 pytestmark = pytest.mark.slow
 
@@ -43,11 +42,7 @@ def test_identify_a_lab_csv_prints_the_table_and_writes_the_report(tmp_path):
     rig.write_text(spec.path.read_text() + COLUMNS)
 
     out = tmp_path / "fit"
-    done = subprocess.run(
-        [sys.executable, "-c", "from physid.rigs.cli import main; main()", "identify",
-         str(rig), str(data), "--out", str(out)],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path,
-    )  # fmt: skip
+    done = run_physid("identify", rig, data, "--out", out, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     err = done.stderr
     assert "identified parameters" in err and "value ± std" in err and "flags" in err

@@ -4,30 +4,19 @@ a log of the measured point (1 mm noise) and the force; ``physid identify`` on i
 (minutes on the shared 2-core machine): slow."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from physid.estimation.estimate import Estimate
 from physid.rigs.models.identify_loop import read_loop_log
-
-
-def physid(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-c", "from physid.rigs.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=3000,
-    )
+from tests.conftest import run_physid
 
 
 @pytest.mark.slow
 def test_simulate_then_identify_recovers_kappa(tmp_path):
     sim = tmp_path / "sim"
-    run = physid("simulate", "hexagon_loop", "--out", str(sim), "--seed", "4")
+    run = run_physid("simulate", "hexagon_loop", "--out", str(sim), "--seed", "4", timeout=3000)
     assert run.returncode == 0, run.stderr
     log = read_loop_log(sim / "log.csv")
     assert len(log.t) == 101 and log.h == pytest.approx(0.01, rel=1e-12)
@@ -37,7 +26,9 @@ def test_simulate_then_identify_recovers_kappa(tmp_path):
     )
     truth = json.loads((sim / "truth.json").read_text())["parameters"]
     fit = tmp_path / "fit"
-    run = physid("identify", "hexagon_loop", str(sim / "log.csv"), "--out", str(fit))
+    run = run_physid(
+        "identify", "hexagon_loop", str(sim / "log.csv"), "--out", str(fit), timeout=3000
+    )
     assert run.returncode == 0, run.stderr
     est = Estimate.read(fit / "estimate.json")
     assert est.converged and est.verdict == "good fit"

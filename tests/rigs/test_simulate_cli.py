@@ -1,27 +1,16 @@
 """`physid simulate` end to end through the real console script."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 
 from physid.rigs.encoders import read_log
-
-
-def physid(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-c", "from physid.rigs.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-    )
+from tests.conftest import run_physid
 
 
 def test_simulate_pendulum_writes_log_truth_and_plot(tmp_path):
     out = tmp_path / "pend"
-    run = physid("simulate", "pendulum", "--out", str(out), "--duration", "2", "--seed", "3")
+    run = run_physid("simulate", "pendulum", "--out", str(out), "--duration", "2", "--seed", "3")
     assert run.returncode == 0, run.stderr
     log = read_log(out / "log.csv")
     assert log.channels == ("theta", "u")
@@ -35,7 +24,7 @@ def test_simulate_pendulum_writes_log_truth_and_plot(tmp_path):
 
 
 def test_simulate_reports_a_bad_override_without_traceback(tmp_path):
-    run = physid("simulate", "furuta", "--out", str(tmp_path), "--set", "l9=1")
+    run = run_physid("simulate", "furuta", "--out", str(tmp_path), "--set", "l9=1")
     assert run.returncode == 2
     assert "furuta.toml" in run.stderr and "l9" in run.stderr
     assert "Traceback" not in run.stderr

@@ -1,28 +1,17 @@
 """``physid render``, ``calibrate`` and ``track`` end to end through the real entry point."""
 
-import subprocess
-import sys
-
 import cv2
 import numpy as np
 
 from physid.vision.posefile import read_pose_csv
 from physid.vision.render import load_truth
-
-
-def _physid(*args, cwd):
-    code = (
-        "import sys; from physid.rigs.cli import main; sys.argv = ['physid'] + sys.argv[1:]; main()"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+from tests.conftest import run_physid
 
 
 def test_render_then_track_writes_poses_and_overlay(tmp_path):
-    r = _physid("render", "drop.avi", "--frames", "24", cwd=tmp_path)
+    r = run_physid("render", "drop.avi", "--frames", "24", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    r = _physid(
+    r = run_physid(
         "track",
         "drop.avi",
         "--calibration",
@@ -49,7 +38,7 @@ def test_render_then_track_writes_poses_and_overlay(tmp_path):
 
 def test_track_error_is_one_line_with_exit_status_2(tmp_path):
     (tmp_path / "camera.json").write_text("{}")
-    r = _physid(
+    r = run_physid(
         "track",
         "nope.avi",
         "--calibration",
