@@ -355,20 +355,24 @@ def prediction_rows(predictions: list[dict]) -> list[list]:
 
 
 def _correlation(estimate: Estimate) -> dict:
-    """The parameters' correlation matrix from the covariance ('—' where a std is not
-    finite)."""
+    """The parameters' correlation matrix from ``Estimate.covariance`` ('—' where a std is not
+    finite), and the sentence saying which fit that covariance is from, where the estimator
+    says (``identifiability["covariance_source"]``: the ellipse drop reports either its
+    output-error fit's or its NLP's)."""
     cov = estimate.covariance
-    # The covariance covers the first parameters (the ellipse drop's restitution, read off
-    # the fitted impacts, has none of its own).
+    # The covariance covers the first parameters (e.g. the ellipse drop's restitution, read
+    # off the fitted impacts, has none of its own where the NLP's covariance is reported).
     names = list(estimate.parameters)[: len(cov) if cov is not None else 0]
     if len(names) < 2:
-        return {"correlation_header": [], "correlation_rows": []}
+        return {"correlation_header": [], "correlation_rows": [], "correlation_source": ""}
     c = _array(np.asarray(cov, dtype=object).ravel()).reshape(len(names), len(names))
     std = np.sqrt(np.diag(c))
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = c / np.outer(std, std)
     rows = [[n, *(fmt(v, 2) for v in corr[i])] for i, n in enumerate(names)]
-    return {"correlation_header": ["", *names], "correlation_rows": rows}
+    source = estimate.identifiability.get("covariance_source") or ""
+    return {"correlation_header": ["", *names], "correlation_rows": rows,
+            "correlation_source": source}  # fmt: skip
 
 
 def _holdout(holdout: dict | None, params: dict) -> dict:

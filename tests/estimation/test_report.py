@@ -151,6 +151,35 @@ def test_correlation_matrix_and_what_the_std_covers_are_shown(good_page):
     assert "The std covers the noise." in good_page
 
 
+def test_the_correlation_says_which_fit_its_covariance_is_from(tmp_path):
+    """Issue 24: the drop reports its output-error fit's std where that fit is kept, so the
+    correlations must be of that fit's covariance (three parameters with restitution) and
+    say so; without a stated source the page adds no sentence."""
+    import dataclasses
+
+    base = _estimate(1e-3)
+    params = {
+        **base.parameters,
+        "mu": ParameterEstimate(0.3, 0.01, "1", True),
+        "restitution": ParameterEstimate(0.2, 0.02, "1", True),
+    }
+    est = dataclasses.replace(
+        base,
+        parameters=params,
+        covariance=[[1.44e-12, 6e-9, -1.2e-8], [6e-9, 1e-4, 0.0], [-1.2e-8, 0.0, 4e-4]],
+        identifiability={"covariance_source": "the output-error fit's covariance"},
+    )
+    page = experiment_page(TRUTH, est, tmp_path)
+    block = page[page.index("Correlation of the parameters") :].split("</table>")[0]
+    assert "From the output-error fit&#39;s covariance." in block
+    assert "<th>restitution</th>" in block
+    # corr(J/m, mu) = 6e-9 / (1.2e-6 · 0.01) = 0.5; corr(J/m, ε) = −1.2e-8 / (1.2e-6 · 0.02)
+    assert "<td>0.5</td>" in block and "<td>-0.5</td>" in block
+    assert "From " not in experiment_page(TRUTH, base, tmp_path / "b").split(
+        "Correlation of the parameters"
+    )[1].split("</table>")[0]
+
+
 def test_every_numeric_column_header_carries_its_unit(good_page):
     text_columns = {"parameter", "unit", "identifiable", "check", "data", "channel", "", "fit",
                     "experiment", "rig", "status", "verdict", "details", "stage", "J_over_m",
