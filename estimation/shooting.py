@@ -20,11 +20,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# A returned point passes the convergence test when one more Gauss–Newton step would move
+# no parameter by more than this fraction of its std (as ``rigs.models.identify_hinged``'s
+# GN_STEP_STD for the joint LM): what is left is far below what the data resolve.
+GN_STEP_STD = 0.1
+
 
 @dataclass
 class ShootingResult:
     """θ, cost ½‖r‖², iterations and function evaluations, why it stopped, the cost after
-    each accepted iteration and the Gauss–Newton covariance s² (JᵀJ)⁻¹ (s² = ‖r‖²/(m − p))."""
+    each accepted iteration and the Gauss–Newton covariance s² (JᵀJ)⁻¹ (s² = ‖r‖²/(m − p)).
+
+    ``converged`` is True only when the convergence test (``gauss_newton_test``) passed at
+    the returned point, whatever rule ended the loop; ``test`` says what it measured (passed
+    or not). ``reason`` is the stop rule."""
 
     theta: np.ndarray
     cost: float
@@ -34,6 +43,7 @@ class ShootingResult:
     reason: str
     history: list[float] = field(default_factory=list)
     covariance: np.ndarray | None = None
+    test: str | None = None
 
     @property
     def std(self) -> np.ndarray | None:
@@ -54,8 +64,10 @@ def levenberg_marquardt(
     """Marquardt's method (damping μ·diag(JᵀJ)) on ½‖r(θ)‖² inside the box [lower, upper].
 
     Stops when the accepted step is below ``step_tol`` relative to θ (the parameters have
-    settled to round-off of the rollout's Newton tolerance), or the scaled gradient
-    ‖Jᵀr‖ / (‖J‖‖r‖) is below ``grad_tol``. Trial steps are clipped to the box. An iteration
+    settled to round-off of the rollout's Newton tolerance), the scaled gradient
+    ‖Jᵀr‖ / (‖J‖‖r‖) is below ``grad_tol``, no damped step lowers the cost (damping above
+    1e16) or at ``max_iter``. Whatever the stop, ``converged`` is the verdict of
+    ``gauss_newton_test`` at the returned point. Trial steps are clipped to the box. An iteration
     is one Jacobian; rejected trials cost one residual each.
 
     ``jacobian_at_trial``: evaluate trials with ``residual_jacobian`` and keep the Jacobian of
@@ -70,12 +82,12 @@ def levenberg_marquardt(
     cost = 0.5 * float(r @ r)
     mu, nu = 1e-3, 2.0
     history, evaluations = [cost], 1
-    reason, converged = "iteration limit", False
+    reason = "iteration limit"
     for it in range(1, max_iter + 1):
         JtJ, g = J.T @ J, J.T @ r
         if np.linalg.norm(g) <= grad_tol * np.linalg.norm(J) * max(np.linalg.norm(r), 1e-300):
-            reason, converged = "gradient at round-off", True
-            return _result(theta, cost, it - 1, evaluations, converged, reason, history, J, r)
+            reason = "gradient at round-off"
+            return _result(theta, cost, it - 1, evaluations, reason, history, J, r, lo, hi)
         D = np.diag(np.diag(JtJ))
         first_trial = True
         while True:
@@ -84,8 +96,8 @@ def levenberg_marquardt(
             if first_trial and _negligible(trial - theta, theta, step_tol):
                 # The undamped-enough first proposal of this iteration is already at
                 # round-off: trying it (and its rejected successors) costs rollouts only.
-                reason, converged = "step at round-off", True
-                return _result(theta, cost, it - 1, evaluations, converged, reason, history, J, r)
+                reason = "step at round-off"
+                return _result(theta, cost, it - 1, evaluations, reason, history, J, r, lo, hi)
             first_trial = False
             if jacobian_at_trial:
                 r_trial, J_trial = (np.asarray(a) for a in residual_jacobian(trial))
@@ -102,10 +114,8 @@ def levenberg_marquardt(
             mu *= nu
             nu *= 2
             if mu > 1e16:
-                return _result(
-                    theta, cost, it, evaluations, True, "no decrease possible (round-off)",
-                    history, J, r,
-                )  # fmt: skip
+                reason = "no decrease possible (round-off)"
+                return _result(theta, cost, it, evaluations, reason, history, J, r, lo, hi)
         small = _negligible(trial - theta, theta, step_tol)
         theta = trial
         if jacobian_at_trial:
@@ -116,23 +126,64 @@ def levenberg_marquardt(
         cost = 0.5 * float(r @ r)
         history.append(cost)
         if small:
-            reason, converged = "step at round-off", True
-            return _result(theta, cost, it, evaluations, converged, reason, history, J, r)
-    return _result(theta, cost, max_iter, evaluations, converged, reason, history, J, r)
+            reason = "step at round-off"
+            return _result(theta, cost, it, evaluations, reason, history, J, r, lo, hi)
+    return _result(theta, cost, max_iter, evaluations, reason, history, J, r, lo, hi)
 
 
 def _negligible(step, theta, step_tol) -> bool:
     return bool(np.all(np.abs(step) <= step_tol * np.maximum(np.abs(theta), 1e-300)))
 
 
-def _result(theta, cost, iterations, evaluations, converged, reason, history, J, r):
+def gauss_newton_test(J, r, theta, lower, upper) -> tuple[bool, str]:
+    """(passed, what it measured): the convergence test of a returned point θ with residual r
+    and Jacobian J there, whatever rule stopped the loop (the idea of
+    ``rigs.models.identify_hinged.fit_status``).
+
+    One more undamped Gauss–Newton step, parameters on a bound that the gradient pushes out
+    of the box held there (a minimum on a bound passes), must move no parameter by more than
+    ``GN_STEP_STD`` of its std. The std is that of max(s², 1) (JᵀJ)⁻¹: the residuals' own
+    variance s², but never below the unit variance, which is the stated noise when r is
+    weighted by its std (the loop's residuals are). Without that floor a noise-free fit,
+    whose s² is round-off, would fail on round-off steps; with unweighted residuals whose
+    noise is below 1 the test is looser than stated.
+
+    A stop without a decrease at maximal damping ("no decrease possible") is a minimum only
+    when this passes: LM ends so at round-off of a minimum's cost, but also where the
+    residual does not follow its Jacobian (a kink, an inexact inner solve) far from one."""
+    J, r, theta = np.asarray(J), np.asarray(r), np.asarray(theta, float)
+    m, p = J.shape
+    JtJ, g = J.T @ J, J.T @ r
+    held = ((theta <= lower) & (g > 0)) | ((theta >= upper) & (g < 0))
+    free = ~held
+    step = np.zeros(p)
+    step[free] = -np.linalg.pinv(JtJ[np.ix_(free, free)]) @ g[free]
+    s2 = max(float(r @ r) / max(m - p, 1), 1.0)
+    std = np.sqrt(s2 * np.clip(np.diag(np.linalg.pinv(JtJ)), 0.0, None))
+    ok = np.isfinite(std) & (std > 0)
+    worst = float(np.max(np.abs(step[ok]) / std[ok], initial=0.0))
+    cost = 0.5 * float(r @ r)
+    decrease = -float(g @ step) - 0.5 * float(step @ JtJ @ step)
+    passed = worst <= GN_STEP_STD
+    text = (
+        f"Gauss–Newton test: one more step would move no parameter by more than {worst:.2g} "
+        f"of its std (passes at ≤ {GN_STEP_STD:g}) and lower the cost by "
+        f"{decrease / max(cost, 1e-300):.2g} of itself"
+    )
+    return passed, text
+
+
+def _result(theta, cost, iterations, evaluations, reason, history, J, r, lower, upper):
     m, p = J.shape
     s2 = float(r @ r) / max(m - p, 1)
     try:
         cov = s2 * np.linalg.inv(J.T @ J)
     except np.linalg.LinAlgError:
         cov = None
-    return ShootingResult(theta, cost, iterations, evaluations, converged, reason, history, cov)
+    converged, test = gauss_newton_test(J, r, theta, lower, upper)
+    return ShootingResult(
+        theta, cost, iterations, evaluations, converged, reason, history, cov, test
+    )
 
 
 def steepest_descent_armijo(

@@ -223,12 +223,16 @@ def fit_shooting(residual, residual_jacobian, data, theta0, lower, upper, max_it
 
 
 def shooting_status(result: ShootingResult) -> Status:
-    """The fit's ``Status``: successful when the LM stopped on its step or gradient test."""
-    if result.converged and result.reason != "no decrease possible (round-off)":
-        return Status(Result.successful, result.reason, f"LM {result.reason}")
+    """The fit's ``Status``: successful only when the Gauss–Newton test passed at the returned
+    point (``estimation.shooting.gauss_newton_test``), whatever rule stopped the LM;
+    otherwise ``max_steps_reached`` at the iteration limit and ``stalled`` for any other
+    stop (e.g. no decrease at maximal damping away from a minimum), the failed test named."""
+    if result.converged:
+        return Status(Result.successful, result.reason, result.test)
+    failed = f"{result.reason}; {result.test}, which fails"
     if result.reason == "iteration limit":
-        return Status(Result.max_steps_reached, result.reason)
-    return Status(Result.stalled, result.reason)
+        return Status(Result.max_steps_reached, failed)
+    return Status(Result.stalled, failed)
 
 
 def kappa_estimate(spec, rig, result: ShootingResult, status: Status, cov_kappa: np.ndarray):
