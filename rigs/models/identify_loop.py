@@ -260,6 +260,56 @@ def _bounds(spec, rig):
     return theta0, lower, upper
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What a shooting fit is checked against: grid times t[n] (s), the measurements
+    measured[n, ...] (NaN where absent), the residual's weight (same shape, 0 where absent:
+    residual = weight · (model − measured)), one ``Channel`` per measured column in the order
+    of measured.reshape(n, −1), and the data's label."""
+
+    t: np.ndarray
+    measured: np.ndarray
+    weight: np.ndarray
+    channels: tuple[Channel, ...]
+    label: str
+
+
+def fit_and_report(
+    spec, rig, settings, problem, data, bounds, observed: Observed, say, extra=None
+) -> Estimate:
+    """The one sequence of a loop fit, from a log or a video: LM on the jitted ``problem``
+    (``shooting_problem``'s pair) and ``data`` from ``bounds`` (θ₀, lower, upper); its
+    ``Status``, flagged κ with the fit's covariance, the free run of the identified model
+    against ``observed``, the verdict and the ``Estimate``. ``extra(result) -> dict`` adds
+    the estimate's extra entries (the video's camera pose)."""
+    residual, residual_jacobian = problem
+    theta0, lower, upper = bounds
+    start = time.perf_counter()
+    result = fit_shooting(
+        residual, residual_jacobian, data, theta0, lower, upper, settings["max_iter"], say
+    )
+    say(f"LM {result.reason} after {result.iterations} iterations, {_since(start)}")
+    status = shooting_status(result)
+    cov = result.covariance
+    parameters = kappa_estimate(spec, rig, result, status, cov)
+    n = len(observed.t)
+    predicted = _unweighted(residual, result.theta, data, observed.measured, observed.weight)
+    measured = observed.measured.reshape(n, -1)
+    prediction = _free_run(
+        observed.t, predicted.reshape(n, -1), measured, observed.channels, observed.label
+    )
+    ratio = prediction.rms / np.array([c.noise for c in observed.channels])
+    worst = int(np.argmax(ratio))
+    say(
+        f"  free run: worst RMS {prediction.rms[worst]:.3g} {observed.channels[worst].unit} "
+        f"({observed.channels[worst].name}, {ratio[worst]:.2g} × noise)"
+    )
+    checked = validation(status, [prediction], parameters, None, _covers(settings["h"]))
+    say(f"verdict: {checked['summary']}")
+    more = extra(result) if extra is not None else None
+    return _estimate(spec, result, status, parameters, cov, checked, n, settings, prediction, more)
+
+
 # ------------------------------------------------------------------ from a log
 
 
@@ -287,29 +337,19 @@ def identify_log_series(spec: RigSpec, log: LoopLog, say=lambda _l: None) -> Est
         point = constrained.load_points(rig.system, base, qk)[0]
         return d["w"] * (point - d["y"])
 
-    residual, residual_jacobian = shooting_problem(rig, h, observe, 0)
-    data = {"u": u, "y": y, "w": w}
-    theta0, lower, upper = _bounds(spec, rig)
+    problem = shooting_problem(rig, h, observe, 0)
     names = rig.parameter_names
     say(
         f"identifying {', '.join(names)} by single shooting from {log.path.name}: {n - 1} steps "
         f"of {h:g} s, position std {sigma * 1e3:g} mm"
     )
-    start = time.perf_counter()
-    result = fit_shooting(
-        residual, residual_jacobian, data, theta0, lower, upper, settings["max_iter"], say
+    observed = Observed(
+        log.t, log.positions, w, tuple(Channel(c, "m", sigma) for c in ("x", "y", "z")),
+        log.path.name,
+    )  # fmt: skip
+    return fit_and_report(
+        spec, rig, settings, problem, {"u": u, "y": y, "w": w}, _bounds(spec, rig), observed, say
     )
-    say(f"LM {result.reason} after {result.iterations} iterations, {_since(start)}")
-    status = shooting_status(result)
-    cov = result.covariance
-    parameters = kappa_estimate(spec, rig, result, status, cov)
-    predicted = _unweighted(residual, result.theta, data, y, w)
-    chans = tuple(Channel(c, "m", sigma) for c in ("x", "y", "z"))
-    prediction = _free_run(log.t, predicted, log.positions, chans, log.path.name)
-    say(f"  free run: RMS {', '.join(f'{v * 1e3:.3g} mm' for v in prediction.rms)}")
-    checked = validation(status, [prediction], parameters, None, _covers(h))
-    say(f"verdict: {checked['summary']}")
-    return _estimate(spec, result, status, parameters, cov, checked, n, settings, prediction)
 
 
 def _since(start: float) -> str:
@@ -476,39 +516,35 @@ def identify_loop_video(
         # never pass a relative test.
         return (d["sw"][:, None] * (pixels(qk, d["pose0"] + extra - 1.0) - d["uv"])).ravel()
 
-    residual, residual_jacobian = shooting_problem(rig, h, observe, 6)
+    problem = shooting_problem(rig, h, observe, 6)
     data = {"u": u, "uv": uvg, "sw": np.sqrt(weight), "pose0": np.tile(pose0, (n, 1))}
     k0, lower, upper = _bounds(spec, rig)
-    theta0 = np.concatenate([k0, np.ones(6)])
-    lo = np.concatenate([lower, np.full(6, -np.inf)])
-    hi = np.concatenate([upper, np.full(6, np.inf)])
+    bounds = (
+        np.concatenate([k0, np.ones(6)]),
+        np.concatenate([lower, np.full(6, -np.inf)]),
+        np.concatenate([upper, np.full(6, np.inf)]),
+    )
     frames = int(np.sum(np.any(weight > 0, axis=1)))
     say(
         f"identifying {', '.join(rig.parameter_names)} and the camera pose by single shooting "
         f"from {frames} frames of {label} ({n - 1} steps of {h:g} s), σ {sigma:g} px"
     )
-    start = time.perf_counter()
-    result = fit_shooting(
-        residual, residual_jacobian, data, theta0, lo, hi, settings["max_iter"], say
-    )
-    say(f"LM {result.reason} after {result.iterations} iterations, {_since(start)}")
-    status = shooting_status(result)
-    cov = result.covariance
-    parameters = kappa_estimate(spec, rig, result, status, cov)
-    nk = len(rig.parameter_names)
-    pose = pose0 + result.theta[nk:] - 1.0
-    sw = np.repeat(np.sqrt(weight)[..., None], 2, axis=-1)
-    pred = _unweighted(residual, result.theta, data, uvg, sw)
     m = uv.shape[1]
-    measured = np.where(weight[..., None] > 0, uvg, np.nan).reshape(n, 2 * m)
-    chans = tuple(Channel(f"marker {j} {a}", "px", sigma) for j in range(m) for a in "uv")
-    prediction = _free_run(grid, pred.reshape(n, 2 * m), measured, chans, label)
-    say(f"  free run: worst RMS {np.max(prediction.rms):.3g} px (σ {sigma:g} px)")
-    checked = validation(status, [prediction], parameters, None, _covers(h))
-    say(f"verdict: {checked['summary']}")
-    R_cw = np.asarray(rotation(jnp.asarray(pose[:3])))
-    extra = {"camera": {"R_cw": R_cw.tolist(), "t_cw": pose[3:].tolist(), "model": camera.model}}
-    return _estimate(spec, result, status, parameters, cov, checked, n, settings, prediction, extra)
+    observed = Observed(
+        grid,
+        np.where(weight[..., None] > 0, uvg, np.nan),
+        np.repeat(np.sqrt(weight)[..., None], 2, axis=-1),
+        tuple(Channel(f"marker {j} {a}", "px", sigma) for j in range(m) for a in "uv"),
+        label,
+    )
+    nk = len(rig.parameter_names)
+
+    def camera_pose(result: ShootingResult) -> dict:
+        pose = pose0 + result.theta[nk:] - 1.0
+        R_cw = np.asarray(rotation(jnp.asarray(pose[:3])))
+        return {"camera": {"R_cw": R_cw.tolist(), "t_cw": pose[3:].tolist(), "model": camera.model}}
+
+    return fit_and_report(spec, rig, settings, problem, data, bounds, observed, say, camera_pose)
 
 
 # ------------------------------------------------------------------ the kind's commands
