@@ -206,12 +206,20 @@ def _frictionless(name):
 
 def _periods(tree, params):
     """Equilibrium and the periods (s) of the small oscillations about it (linearization)."""
-    V = jax.jit(lambda q: newton_euler.potential_energy(tree, params, q))
+
+    def V(q):
+        return newton_euler.potential_energy(tree, params, q)
+
+    # One compilation for the 20 Newton steps on ∇V = 0 and the mass matrix (traced op by op
+    # each step, they cost ~10 s of CPU).
+    parts = jax.jit(
+        lambda q: (jax.hessian(V)(q), jax.grad(V)(q), newton_euler.crba(tree, params, q))
+    )
     q = jnp.zeros(tree.n_dof)
-    for _ in range(20):  # Newton on ∇V = 0
-        K = jax.hessian(V)(q)
-        q = q - jnp.linalg.solve(K, jax.grad(V)(q))
-    M = newton_euler.crba(tree, params, q)
+    for _ in range(20):
+        K, g, _ = parts(q)
+        q = q - jnp.linalg.solve(K, g)
+    K, _, M = parts(q)
     omega = np.sqrt(np.linalg.eigvals(np.linalg.solve(M, K)).real)
     return q, 2 * np.pi / omega
 

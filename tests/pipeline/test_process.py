@@ -19,6 +19,7 @@ from physid.rigs.pipeline.process import ProcessOptions, load_index, process_fol
 from physid.spec import load_spec
 from physid.vision.camera import action_camera
 from tests.conftest import PHYSID
+from tests.pipeline.conftest import pipeline_spec
 
 # Tests of reuse and resumption leave out the cross-experiment pass (its own test below).
 NO_CV = ProcessOptions(jobs=1, cross_validate=False)
@@ -39,9 +40,10 @@ def test_good_and_bad_experiments_are_reported_side_by_side(tmp_path, capture, t
     (folder / "cut.bin").write_bytes(capture.read_bytes()[:15])  # ends inside frame 0 (20 B)
     (folder / "broken.avi").write_bytes(os.urandom(4096))
     action_camera().save(folder / "camera.json")
+    pipeline_spec(folder / "pendulum.toml")  # a spec file of the folder's, not the built-in
     (folder / "experiments.toml").write_text(
-        '[experiments.good]\nrig = "pendulum"\nencoder = "good.bin"\n'
-        '[experiments.truncated]\nrig = "pendulum"\nencoder = "cut.bin"\n'
+        '[experiments.good]\nrig = "pendulum.toml"\nencoder = "good.bin"\n'
+        '[experiments.truncated]\nrig = "pendulum.toml"\nencoder = "cut.bin"\n'
         '[experiments.corrupt]\nrig = "ellipse_drop"\nvideo = "broken.avi"\n'
         'calibration = "camera.json"\n'
         '[experiments.orphan]\nencoder = "good.bin"\n'

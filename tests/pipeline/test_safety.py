@@ -20,6 +20,7 @@ from physid.rigs.pipeline.process import load_index
 from physid.rigs.pipeline.run import _cached_summary, run_experiment
 from physid.spec import load_spec
 from tests.conftest import fill, run_physid
+from tests.pipeline.conftest import pipeline_spec
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -161,7 +162,7 @@ def finished(tmp_path_factory, capture):
     root = tmp_path_factory.mktemp("finished")
     folder = root / "recordings"
     folder.mkdir()
-    shutil.copy(load_spec("pendulum").path, folder / "pendulum.toml")
+    pipeline_spec(folder / "pendulum.toml")
     shutil.copy(capture, folder / "a.bin")
     out = root / "reports"
     (exp,) = discover(folder)
