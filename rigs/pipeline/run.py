@@ -382,12 +382,10 @@ def _track_drop(
 def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict) -> Result:
     """Pendulum / Furuta: encoder captures (+ a marker video when the rig declares markers)
     → clock sync → LM on joint states and parameters (encoders and markers fused)."""
-    from physid.rigs.encoders import read_log
     from physid.rigs.models.identify_hinged import (
         enable_compilation_cache,
         identify_series,
         method_settings,
-        refuse_long_gaps,
         series_on_grid,
     )
     from physid.rigs.models.identify_tree import estimator
@@ -399,31 +397,10 @@ def hinged_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: di
         raise InputError(f"{exp.name}: the {spec.model} rig needs an encoder capture or log")
     enable_compilation_cache()
     rig = kind_module(spec).build(spec)
-    log.begin("encoders")
-    facts: dict = {"encoders": []}
-    streams = []
-    for path in exp.encoders:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            stream = read_log(path, spec)
-        stats = {k: stream.source.get(k) for k in ("frames", "dropped", "corrupted")}
-        notes = [str(w.message) for w in caught]
-        facts["encoders"].append({"file": path.name, "samples": len(stream), **stats})
-        if notes:
-            facts["encoders"][-1]["warnings"] = notes
-        for note in notes:
-            log.print(f"[yellow]warning:[/yellow] {note}")
-        log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
-        if exp.window is not None:
-            stream = _within(stream, exp.window, path)
-            log.print(f"{path.name}: window {exp.window[0]:g}-{exp.window[1]:g} s: {len(stream)}")
-        streams.append(stream)
     h = method_settings(spec)["h"]
+    facts: dict = {"encoders": []}
     warned: list[str] = []
-    if settings.get("refuse_gaps"):  # physid identify: the user named these files
-        for stream, path in zip(streams, exp.encoders, strict=True):
-            refuse_long_gaps(stream, spec, path)
-    streams, labels = encoder_segments(streams, exp.encoders, spec, h, facts, log, warned)
+    streams, labels = read_encoders(exp, spec, h, log, settings, facts, warned)
     series = [
         series_on_grid(s, rig.channels, h, lab) for s, lab in zip(streams, labels, strict=True)
     ]
@@ -447,8 +424,7 @@ def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict
     markers: clock sync, camera pose, pixels on the grid) → joint state and parameter
     estimation on generalized coordinates, every log fitted jointly
     (``rigs.models.identify_tree``)."""
-    from physid.rigs.encoders import read_log
-    from physid.rigs.models.identify_hinged import enable_compilation_cache, refuse_long_gaps
+    from physid.rigs.models.identify_hinged import enable_compilation_cache
     from physid.rigs.models.identify_tree import (
         identify_tree_series,
         series_on_grid,
@@ -461,21 +437,14 @@ def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict
     enable_compilation_cache()
     rig = tree_rig_of(spec)
     h = tree_settings(spec)["h"]
-    log.begin("encoders")
     facts: dict = {"encoders": []}
-    series, labels, streams = [], [], []
-    for path in exp.encoders:
-        stream = read_log(path, spec)
-        if settings.get("refuse_gaps"):
-            refuse_long_gaps(stream, spec, path)
-        if exp.window is not None:
-            stream = _within(stream, exp.window, path)
-        facts["encoders"].append({"file": path.name, "samples": len(stream)})
-        log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
-        series.append(series_on_grid(stream, rig, h, path))
-        labels.append(path.name)
-        streams.append(stream)
-    markers, camera_info, files, warned = None, None, {}, []
+    warned: list[str] = []
+    # As the SPOOK path: frame statistics and the reader's warnings in the facts, a log cut
+    # at its long gaps; every segment is fitted (jointly, one parameter set), the longest of
+    # the first log first (the video, if any, is fused with it).
+    streams, labels = read_encoders(exp, spec, h, log, settings, facts, warned)
+    series = [series_on_grid(s, rig, h, lab) for s, lab in zip(streams, labels, strict=True)]
+    markers, camera_info, files = None, None, {}
     if exp.videos:
         markers, camera_info = _fuse_video(
             exp, spec, rig, streams[0], series[0], work, log, facts, warned, files
@@ -487,6 +456,38 @@ def tree_stages(exp: Experiment, spec, work: Path, log: StageLog, settings: dict
         additions["camera"] = camera_info
     estimate = _with_report_series(estimate, additions)
     return Result(estimate, facts, files, warned)
+
+
+def read_encoders(exp: Experiment, spec, h: float, log: StageLog, settings, facts, warned):
+    """The experiment's encoder logs, each in the manifest's window, with their frame
+    statistics and the reader's warnings in ``facts["encoders"]``, cut at long gaps
+    (``encoder_segments``; refused instead under ``settings["refuse_gaps"]``, as ``physid
+    identify`` does with the files a user named). Returns (streams, labels)."""
+    from physid.rigs.encoders import read_log
+    from physid.rigs.models.identify_hinged import refuse_long_gaps
+
+    log.begin("encoders")
+    streams = []
+    for path in exp.encoders:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stream = read_log(path, spec)
+        stats = {k: stream.source.get(k) for k in ("frames", "dropped", "corrupted")}
+        notes = [str(w.message) for w in caught]
+        facts["encoders"].append({"file": path.name, "samples": len(stream), **stats})
+        if notes:
+            facts["encoders"][-1]["warnings"] = notes
+        for note in notes:
+            log.print(f"[yellow]warning:[/yellow] {note}")
+        log.print(f"{path.name}: {len(stream)} samples, {stream.t[-1] - stream.t[0]:.2f} s")
+        if exp.window is not None:
+            stream = _within(stream, exp.window, path)
+            log.print(f"{path.name}: window {exp.window[0]:g}-{exp.window[1]:g} s: {len(stream)}")
+        streams.append(stream)
+    if settings.get("refuse_gaps"):  # physid identify: the user named these files
+        for stream, path in zip(streams, exp.encoders, strict=True):
+            refuse_long_gaps(stream, spec, path)
+    return encoder_segments(streams, exp.encoders, spec, h, facts, log, warned)
 
 
 # A segment of a split log shorter than this many grid steps cannot be fitted on its own
