@@ -7,10 +7,12 @@ one manifest ``experiments.toml``:
   IRC (dynamics.planar_contact) and rendered through the fisheye action camera at 240 fps,
   plus a checkerboard calibration video of the same camera. Only video.
 - ``furuta``: a Furuta pendulum driven near resonance (open-loop chirp voltage), Table G.5
-  truth, recorded by the encoder board as a raw ``.bin`` capture whose board clock reads
+  truth on rigid joints (simulated by the tree estimator's integrator, ``simulate_hinged_tree``),
+  recorded by the encoder board as a raw ``.bin`` capture whose board clock reads
   ``clock_offset`` s at the video's first frame, and filmed at 120 fps with the ArUco markers
   of the spec's ``[video]`` table (``furuta.mp4`` + ``furuta-camera.json``).
-- ``pendulum``: the Section 4.2 pendulum released near the top, encoder capture only.
+- ``pendulum``: the Section 4.2 pendulum released near the top, on a rigid joint (the tree's
+  integrator), encoder capture only.
 - ``loop``: the flexible hexagon loop (issue 23) pushed from rest by the spec's periodic
   force, its six corner markers filmed at 100 fps (``loop.mp4`` + ``loop-camera.json``).
 
@@ -101,17 +103,17 @@ SWING_UP = EncoderScenario(
 
 
 def write_samples(folder: str | Path, console) -> dict[str, Path]:
-    """Write the three sample experiments and their manifest into ``folder``."""
+    """Write the four sample experiments and their manifest into ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     pendulum, _, _ = _write_capture(folder, "pendulum", "pendulum", PENDULUM, console)
-    furuta, furuta_fixed, motion = _write_capture(folder, "furuta", "furuta", FURUTA, console)
+    furuta, furuta_set, motion = _write_capture(folder, "furuta", "furuta", FURUTA, console)
     furuta.update(write_marker_video(folder, "furuta", "furuta", FURUTA, motion, console))
     written.update(pendulum)
     written.update(furuta)
     written.update(write_drop(folder, console))
-    written["manifest"] = _write_manifest(folder, furuta_fixed)
+    written["manifest"] = _write_manifest(folder, furuta_set)
     written.update(write_loop(folder, console))  # after the manifest: adds its entry to it
     return written
 
@@ -156,6 +158,67 @@ def simulate_hinged(spec: RigSpec, scenario: EncoderScenario, overrides: dict | 
     return np.arange(n + 1) * h, q, angles, np.concatenate([u, u[-1:]]), truth, rig
 
 
+# The sample's simulator: the rigid-joint tree's own integrator (the default estimator's
+# model) at this step, 10 sub-steps per 1 ms encoder frame, so that what separates the data
+# from the model at the estimator's h = 1e-3 s is the discretization (a shadow bias of
+# O(h²)), the encoders' quantization and the marker video's pixels, nothing of the model's
+# form. Until 2026-11-26 the sample came from SPOOK (compliant hinges, dry friction
+# proportional to the hinge loads), which the tree does not model (docs/tree-estimator.md).
+TREE_SAMPLE_H = 1e-4  # s
+
+# Values only SPOOK's compliant hinges read (compliance, damping time, the sticking's
+# creep): a rigid-joint simulation has none, so they are not part of its truth.
+SPOOK_ONLY = ("eps_", "tau")
+
+
+def spook_only(name: str) -> bool:
+    return name.startswith(SPOOK_ONLY)
+
+
+def simulate_hinged_tree(spec: RigSpec, scenario: EncoderScenario):
+    """The spec's [simulation] truth on rigid joints, rolled out by the tree estimator's own
+    integrator (``dynamics.variational_friction.rollout``: midpoint variational step, exact
+    dry friction) at ``TREE_SAMPLE_H``, from rest at ``scenario.angles0``, the drive held
+    over each encoder frame at its 1 mV value (what the board logs and the estimator holds):
+    (t_fine, angles [N+1, k], u [N+1] (V), truth {name: SI} without SPOOK-only values,
+    frames stride)."""
+    import jax
+    import jax.numpy as jnp
+
+    from physid.dynamics import newton_euler
+    from physid.dynamics import variational_friction as vf
+    from physid.rigs.models.hinged import simulation_table, truth_values
+    from physid.rigs.models.kinds import kind_module
+
+    module = kind_module(spec)
+    rig = module.tree_rig(spec)
+    truth = truth_values(spec, rig.values, simulation_table(spec))
+    stride = int(round(1.0 / (scenario.rate * TREE_SAMPLE_H)))
+    frames = int(round(scenario.duration * scenario.rate))
+    u_frames = np.round(drive_voltage(np.arange(frames) / scenario.rate, scenario) * 1000) / 1000
+    u = np.repeat(u_frames, stride)
+    tree, n = rig.tree, rig.tree.n_dof
+
+    @jax.jit
+    def run(values, u_in):
+        params = rig.make_params(values)
+        q0 = jnp.asarray(scenario.angles0, float)
+        # The natural map's inertia c changes how the complementarity is solved, not its
+        # solution: the diagonal of M at the start, as the estimator's.
+        c = jnp.diag(newton_euler.crba(tree, params, q0))
+        q, _ = vf.rollout(tree, params, q0, jnp.zeros(n), u_in, TREE_SAMPLE_H, c)
+        return q
+
+    width = len(rig.inputs)
+    u_in = np.zeros((len(u), width)) if width == 0 else u[:, None] * np.ones((1, width))
+    values = {k: jnp.asarray(float(v)) for k, v in truth.items()}
+    q = np.asarray(run(values, jnp.asarray(u_in)))
+    angles = q[:, list(rig.observed)]
+    t = np.arange(len(q)) * TREE_SAMPLE_H
+    kept = {k: float(v) for k, v in truth.items() if not spook_only(k)}
+    return t, angles, np.concatenate([u, u[-1:]]), kept, stride
+
+
 def capture_bytes(spec: RigSpec, t: np.ndarray, angles: np.ndarray, u: np.ndarray, board_t0):
     """The raw byte stream the encoder board sends for these samples (protocol v1)."""
     from physid.rigs.encoders.boardsim import Trajectory, encode_trajectory
@@ -178,9 +241,11 @@ def capture_bytes(spec: RigSpec, t: np.ndarray, angles: np.ndarray, u: np.ndarra
 
 def _write_capture(folder: Path, name: str, spec_name: str, scenario: EncoderScenario, console):
     spec = load_spec(spec_name)
-    console.print(f"sample {name}: simulating {scenario.duration:g} s of {spec.name} ...")
-    t_fine, _, angles, u, truth, rig = simulate_hinged(spec, scenario)
-    stride = int(round(1.0 / (scenario.rate * (t_fine[1] - t_fine[0]))))
+    console.print(
+        f"sample {name}: simulating {scenario.duration:g} s of {spec.name} on rigid joints "
+        f"(the tree integrator, {TREE_SAMPLE_H:g} s) ..."
+    )
+    t_fine, angles, u, truth, stride = simulate_hinged_tree(spec, scenario)
     t = t_fine[::stride]
     path = folder / f"{name}.bin"
     _atomic_bytes(path, capture_bytes(spec, t, angles[::stride], u[::stride], scenario.board_t0))
@@ -191,12 +256,37 @@ def _write_capture(folder: Path, name: str, spec_name: str, scenario: EncoderSce
         "clock_offset_s": scenario.clock_offset,
         "board_t0_s": scenario.board_t0,
         "encoder_rate_hz": scenario.rate,
-        "simulation_h_s": float(t_fine[1] - t_fine[0]),
+        "simulation_h_s": TREE_SAMPLE_H,
+        "simulator": (
+            "rigid joints: dynamics.variational_friction.rollout (the tree estimator's "
+            "integrator, exact dry friction at the static load), drive held per frame"
+        ),
         "note": "clock_offset_s = board clock minus video clock (s)",
     }
     truth_path = write_json_atomic(folder / f"{name}.truth.json", doc)
     written = {f"{name} capture": path, f"{name} truth": truth_path}
-    return written, fixed_truth(spec, rig, truth), (t_fine, angles)
+    return written, sample_set(spec, truth), (t_fine, angles)
+
+
+def sample_set(spec: RigSpec, truth: dict) -> dict[str, str]:
+    """The manifest's ``set`` for a rigid-joint sample: ``fixed_truth`` (the fixed values the
+    simulation changed) plus ``RIGID_COMPLIANCE`` for each SPOOK-only compliance of the spec,
+    which the tree estimator (the default) accepts and ignores and the SPOOK estimator
+    reads as hinges stiff enough to be rigid."""
+    from physid.rigs.models.kinds import kind_module
+
+    rig = kind_module(spec).build(spec)
+    fixed = fixed_truth(spec, rig, {k: v for k, v in truth.items() if k in rig.values})
+    for k in sorted(rig.values):
+        if k.startswith(("eps_lin", "eps_rot")) and k not in spec.parameters:
+            fixed[k] = f"{RIGID_COMPLIANCE!r} {rig.parameter_units[k]}"
+    return fixed
+
+
+# SPOOK's hinge compliance for rigid-joint data (m/N, rad/N m): 1e-6, Table G.5's, the
+# stiffest the SPOOK estimator's examples use; the hinge then yields ~10 µm under the
+# sample's loads, below the encoders' resolution.
+RIGID_COMPLIANCE = 1e-6
 
 
 def fixed_truth(spec: RigSpec, rig, truth: dict) -> dict[str, str]:
@@ -328,6 +418,11 @@ encoder = "furuta.bin"
 video = "furuta.mp4"
 calibration = "furuta-camera.json"
 truth = "furuta.truth.json"
+# The Furuta and the pendulum were simulated on rigid joints by the tree estimator's own
+# integrator (the default, `[method] estimator = "tree"`). `set`: the fixed values the
+# simulation changed (J_Axx, J_Ayy, J_shaft) and, for SPOOK's compliant hinges, the
+# compliance eps_* of a hinge stiff enough to be rigid (1e-6): the tree estimator accepts and
+# ignores eps_* (its joints are rigid); a spec with estimator = "spook" reads them.
 {furuta_set}
 
 [experiments.pendulum]
