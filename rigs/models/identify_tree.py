@@ -52,6 +52,7 @@ from physid.rigs.models.identify_hinged import (
     _flag,
     _prediction_line,
     _status_line,
+    check_grid_size,
     fit_status,
     parameter_bounds,
 )
@@ -181,6 +182,9 @@ def series_on_grid(stream: Stream, rig, h: float, path) -> dict:
     n = int(np.floor((t[-1] - t[0]) / h + 1e-9)) + 1
     if n < 3:
         raise InputError(f"{path}: {t[-1] - t[0]:.3g} s of data is too short for h = {h:g} s")
+    # The SPOOK path's bound, before anything is allocated (a sanity bound against absurd
+    # grids: the tree needs less per step, docs/tree-estimator.md, "Measured").
+    check_grid_size(n, h, t[-1] - t[0], len(rig.channels), path)
     grid = t[0] + h * np.arange(n)
     idx = np.clip(np.searchsorted(t, grid), 1, len(t) - 1)
     idx = np.where(np.abs(t[idx - 1] - grid) <= np.abs(t[idx] - grid), idx - 1, idx)
@@ -386,11 +390,11 @@ def tree_rig_of(spec: RigSpec):
 
 
 def estimator(spec: RigSpec) -> str:
-    """``[method] estimator``: "spook" (the paper's LM on maximal coordinates, the default of
-    the pendulum and Furuta specs) or "tree" (generalized coordinates, the only one of a
-    ``model = "tree"`` rig)."""
-    default = "tree" if spec.model == "tree" else "spook"
-    value = spec.method.get("estimator", default)
+    """``[method] estimator``: "tree" (generalized coordinates: the default of every hinged
+    rig, the pendulum and Furuta specs included, and the only one of a ``model = "tree"``
+    rig) or "spook" (Marklund et al.'s LM on maximal coordinates, the paper's reference,
+    chosen per spec)."""
+    value = spec.method.get("estimator", "tree")
     if spec.model == "tree" and value != "tree":
         raise spec.error(
             "method.estimator", 'a model = "tree" rig is identified by estimator = "tree" only'
@@ -522,7 +526,8 @@ def identify_tree_series(
             "extrapolation's noise and its remainder in the std; it does not cover the rest "
             "of the discretization error",
         )
-    checked = validation(status, predictions, parameters, None, covers)
+    residuals = encoder_residual_report(rig, series_list[0], fits[0])
+    checked = validation(status, predictions, parameters, residuals, covers)
     say(f"verdict: {checked['summary']}")
     estimate = Estimate(
         rig=spec.name,
@@ -586,6 +591,21 @@ def _warm_start(problem: TreeProblem, X0, theta0, names, n_total: int, say):
         return X0, theta0
     say(f"  warm start (filtered inverse dynamics): {costs}; {shown}")
     return start.X, start.theta
+
+
+def encoder_residual_report(rig, series: dict, fit: dict) -> dict:
+    """``estimation.residuals.residual_checks`` of the first log's encoder rows (measured −
+    fitted angle, wrapped at a turn) against the data's own noise, as the SPOOK path reports
+    them (the report's residual table; the verdict does not read it). The dynamics rows are
+    left out: their level is the process noise the fit assumed, not a measured one."""
+    from physid.estimation.residuals import residual_checks
+
+    chans = channels(rig)
+    resid = np.asarray(series["y"], float) - np.asarray(fit["angles"], float)
+    for i, c in enumerate(chans):
+        if c.period:
+            resid[:, i] = (resid[:, i] + 0.5 * c.period) % c.period - 0.5 * c.period
+    return residual_checks(resid, series["present"], series["y"], chans)
 
 
 def fit(problem: TreeProblem, X0, theta0, settings: dict, names, n_total: int, say):
@@ -811,11 +831,19 @@ def identify_tree(spec: RigSpec, rig, data: list[Path], out: Path, console) -> E
     """``physid identify`` with the tree estimator: read the logs, fit them jointly, write
     estimate.json and fit.png."""
     from physid.rigs.encoders import read_log
-    from physid.rigs.models.identify_hinged import _plot, enable_compilation_cache
+    from physid.rigs.models.identify_hinged import (
+        _plot,
+        enable_compilation_cache,
+        refuse_long_gaps,
+    )
 
     enable_compilation_cache()
     h = tree_settings(spec)["h"]
-    series = [series_on_grid(read_log(p, spec), rig, h, p) for p in data]
+    series = []
+    for p in data:
+        stream = read_log(p, spec)
+        refuse_long_gaps(stream, spec, p)  # [method] max_gap: not bridged by the fit
+        series.append(series_on_grid(stream, rig, h, p))
     estimate, fits = identify_tree_series(
         spec, rig, series, progress=console.print, labels=[str(p) for p in data]
     )

@@ -31,8 +31,9 @@ def identified(tmp_path_factory):
     eps_fric = {"value": spec.value("eps_fric", "rad/N m s"), "unit": "rad/N m s"}
     # The model is exact here, so neither the h/2 refit nor a held-out tail adds a check the
     # estimate-file test needs; left out, they would double the fixture's time.
-    method = dict(spec.method, lm_tau=1e-9, max_iter=60, eps_fric=eps_fric, kappa_final=1e8,
-                  model_error=False, holdout=0.0)  # fmt: skip
+    # estimator "spook": this file tests the SPOOK LM (the default is the tree since issue 22).
+    method = dict(spec.method, estimator="spook", lm_tau=1e-9, max_iter=60, eps_fric=eps_fric,
+                  kappa_final=1e8, model_error=False, holdout=0.0)  # fmt: skip
     spec = dataclasses.replace(spec, sections={**spec.sections, "simulation": sim}, method=method)
     console = Console(quiet=True)
     logs = []
@@ -59,7 +60,8 @@ def test_large_kappa_from_filtered_data_is_not_called_converged(identified, tmp_
     spec = load_spec("pendulum")
     eps_fric = {"value": spec.value("eps_fric", "rad/N m s"), "unit": "rad/N m s"}
     spec = dataclasses.replace(
-        spec, method=dict(spec.method, lm_tau=1e-9, eps_fric=eps_fric, kappa=1e6)
+        spec,
+        method=dict(spec.method, estimator="spook", lm_tau=1e-9, eps_fric=eps_fric, kappa=1e6),
     )
     log = out.parent / "sim1" / "log.csv"
     est = pendulum.identify(spec, [log], tmp_path, Console(quiet=True))
