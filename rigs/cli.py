@@ -139,17 +139,19 @@ IDENTIFY_HELP = """
 Data: encoder logs (.bin captures of the board, or CSV: a time column and
 one column per encoder; a lab's own columns, units, sign and zero are
 named in the spec's [sensors.NAME] column table), or for the ellipse
-drop one pose CSV (t,x,y,theta from physid track). With several logs the
-first is fitted and each other one cross-validates the fit.
+drop one pose CSV (t,x,y,theta from physid track). Hinged rigs: the
+default estimator (the tree) fits several logs jointly; with estimator =
+"spook" the first is fitted and each other one cross-validates the fit.
 
 \b
 [method] settings of the spec, all optional (docs/rig-spec.md):
-  pendulum, furuta: h (s), kappa, kappa_final, max_iter, eps_g,
+  estimator: "tree" (the default) or "spook" (pendulum, furuta)
+  pendulum, furuta with estimator = "spook": h (s), kappa, kappa_final, max_iter, eps_g,
     eps_delta, eps_f, lm_tau, alpha_shrink, eps_fric (rad/N m s),
     model_error, model_error_iterations, physical_consistency,
     max_gap (s), prediction_horizon (s), free_run_horizon (s), holdout,
-    covariance_batches, step_extrapolation, estimator ("spook" or "tree")
-  tree estimator (estimator = "tree", and model = "tree" rigs): h (s),
+    covariance_batches, step_extrapolation
+  tree estimator (the default; pendulum, furuta, model = "tree"): h (s),
     process_noise (N m s per step), noise_bandwidth (Hz), max_iter, eps_g,
     eps_delta, eps_f, lm_tau, alpha_shrink, warmup_iter,
     physical_consistency, covariance_batches, prediction_horizon (s),
