@@ -22,6 +22,7 @@ CPU, MJPG at a fixed quality), so re-running gives the same files.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,41 +183,47 @@ def simulate_hinged_tree(spec: RigSpec, scenario: EncoderScenario):
     over each encoder frame at its 1 mV value (what the board logs and the estimator holds):
     (t_fine, angles [N+1, k], u [N+1] (V), truth {name: SI} without SPOOK-only values,
     frames stride)."""
-    import jax
     import jax.numpy as jnp
 
-    from physid.dynamics import newton_euler
-    from physid.dynamics import variational_friction as vf
     from physid.rigs.models.hinged import simulation_table, truth_values
     from physid.rigs.models.kinds import kind_module
 
-    module = kind_module(spec)
-    rig = module.tree_rig(spec)
+    rig = kind_module(spec).tree_rig(spec)
     truth = truth_values(spec, rig.values, simulation_table(spec))
     stride = int(round(1.0 / (scenario.rate * TREE_SAMPLE_H)))
     frames = int(round(scenario.duration * scenario.rate))
     u_frames = np.round(drive_voltage(np.arange(frames) / scenario.rate, scenario) * 1000) / 1000
     u = np.repeat(u_frames, stride)
-    tree, n = rig.tree, rig.tree.n_dof
-
-    @jax.jit
-    def run(values, u_in):
-        params = rig.make_params(values)
-        q0 = jnp.asarray(scenario.angles0, float)
-        # The natural map's inertia c changes how the complementarity is solved, not its
-        # solution: the diagonal of M at the start, as the estimator's.
-        c = jnp.diag(newton_euler.crba(tree, params, q0))
-        q, _ = vf.rollout(tree, params, q0, jnp.zeros(n), u_in, TREE_SAMPLE_H, c)
-        return q
-
-    width = len(rig.inputs)
-    u_in = np.zeros((len(u), width)) if width == 0 else u[:, None] * np.ones((1, width))
+    u_in = u[:, None] * np.ones((1, len(rig.inputs)))
     values = {k: jnp.asarray(float(v)) for k, v in truth.items()}
-    q = np.asarray(run(values, jnp.asarray(u_in)))
+    run = _tree_rollout(rig.tree, rig.make_params)
+    q = np.asarray(run(values, jnp.asarray(scenario.angles0, float), jnp.asarray(u_in)))
     angles = q[:, list(rig.observed)]
     t = np.arange(len(q)) * TREE_SAMPLE_H
     kept = {k: float(v) for k, v in truth.items() if not spook_only(k)}
     return t, angles, np.concatenate([u, u[-1:]]), kept, stride
+
+
+@functools.lru_cache(maxsize=4)
+def _tree_rollout(tree, make_params):
+    """Jitted (values, q0, u[N, n_act]) → q [N + 1, n] of the tree integrator from rest at
+    ``TREE_SAMPLE_H`` (one compilation per rig and length)."""
+    import jax
+    import jax.numpy as jnp
+
+    from physid.dynamics import newton_euler
+    from physid.dynamics import variational_friction as vf
+
+    @jax.jit
+    def run(values, q0, u):
+        params = make_params(values)
+        # The natural map's inertia c changes how the complementarity is solved, not its
+        # solution: the diagonal of M at the start, as the estimator's.
+        c = jnp.diag(newton_euler.crba(tree, params, q0))
+        q, _ = vf.rollout(tree, params, q0, jnp.zeros(tree.n_dof), u, TREE_SAMPLE_H, c)
+        return q
+
+    return run
 
 
 def capture_bytes(spec: RigSpec, t: np.ndarray, angles: np.ndarray, u: np.ndarray, board_t0):
