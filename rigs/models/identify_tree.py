@@ -593,6 +593,16 @@ def _warm_start(problem: TreeProblem, X0, theta0, names, n_total: int, say):
     return start.X, start.theta
 
 
+def estimate_states(spec: RigSpec, rig, series: dict, values: dict):
+    """Cross-validation (Marklund et al., Section 4.5) on the tree: only the states of
+    ``series`` are estimated, every parameter held at ``values`` (SI, tuned on another
+    experiment). Returns (problem, LMResult); the cost per step is ``result.cost / len(grid)``."""
+    settings = tree_settings(spec)
+    problem, X0, theta0, _ = build_problem(rig, spec, (), [series], settings, values=values)
+    lm = problem_lm_settings(problem, settings, theta0)
+    return problem, levenberg_marquardt(problem, X0, theta0, lm)
+
+
 def encoder_residual_report(rig, series: dict, fit: dict) -> dict:
     """``estimation.residuals.residual_checks`` of the first log's encoder rows (measured −
     fitted angle, wrapped at a turn) against the data's own noise, as the SPOOK path reports

@@ -575,12 +575,12 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> dict:
         method_settings,
         series_on_grid,
     )
+    from physid.rigs.models.identify_tree import estimator
     from physid.rigs.models.kinds import kind_module
     from physid.spec import load_spec, with_overrides
 
     enable_compilation_cache()
     spec = with_overrides(load_spec(exp.rig), exp.overrides, exp.overrides_origin())
-    rig = kind_module(spec).build(spec)
     path = exp.encoders[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the experiment's own report already lists them
@@ -588,6 +588,9 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> dict:
     # the segment the experiment's own fit used: the longest (see encoder_segments)
     segments, _ = split_at_gaps(stream, max_gap(spec))
     stream = max(segments, key=lambda s: s.t[-1] - s.t[0])
+    if estimator(spec) == "tree":
+        return _cross_validate_tree(exp, spec, stream, path, values)
+    rig = kind_module(spec).build(spec)
     settings = method_settings(spec)
     series = series_on_grid(stream, rig.channels, settings["h"], path)
     problem, result = estimate_states(spec, rig, series, values)
@@ -596,6 +599,26 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> dict:
         rig, values, series, result.X, problem.observed_angles(result.X), settings, chans,
         label=exp.name,
     )  # fmt: skip
+    k_step = ahead.to_dict()
+    return {
+        "cost": result.cost / len(series["grid"]),
+        "k_step": k_step,
+        "free_run": free.to_dict(),
+        "ratio": max(c["ratio"] for c in k_step["channels"]),
+        "horizon_s": k_step["horizon_s"],
+    }
+
+
+def _cross_validate_tree(exp: Experiment, spec, stream, path, values: dict) -> dict:
+    """``cross_validate`` on the tree estimator's model: the states by the tree's LM with
+    the parameters held at ``values``, then its own k-step and free-run checks."""
+    from physid.rigs.models import identify_tree as tree
+
+    rig = tree.tree_rig_of(spec)
+    settings = tree.tree_settings(spec)
+    series = tree.series_on_grid(stream, rig, settings["h"], path)
+    problem, result = tree.estimate_states(spec, rig, series, values)
+    ahead, free = tree.predict(rig, values, series, result.X, settings, exp.name, problem.c)
     k_step = ahead.to_dict()
     return {
         "cost": result.cost / len(series["grid"]),
