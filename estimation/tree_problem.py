@@ -106,7 +106,9 @@ class _Model:
         self, s: TreeStructure, chunk: int | None = LINEARIZE_CHUNK, vmap_up_to: int = VMAP_UP_TO
     ):
         self.s = s
-        self.chunk = chunk
+        # No free parameter (states only, a cross-validation): lax.map's batching cannot
+        # reshape the zero-width θ columns [chunk, 2n, 0] (ZeroDivisionError), so vmap.
+        self.chunk = chunk if s.names else None
         self.vmap_up_to = vmap_up_to
         self.linearize = jax.jit(self._linearize)
         self.linearize_states = jax.jit(functools.partial(self._linearize, with_theta=False))
