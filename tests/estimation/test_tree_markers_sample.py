@@ -7,7 +7,8 @@ verdict by prediction "good fit". While the sample came from SPOOK (compliant hi
 load-proportional friction) the Furuta's b2 was z +3.90 and the pendulum's b +832 %; the
 sample now comes from the tree's own integrator on rigid joints (``rigs.pipeline.sample``):
 every value is within 1.6 % (dampers 24 %) and both verdicts "good fit", but the pendulum's
-J misses 3 std (z −3.45): the std lacks the step's bias (no h/2 refit on the tree yet).
+J misses 3 std (z −3.45): the std lacks the step's bias (the tree's h/2 refit,
+``step_extrapolation``, is off by default).
 Slow: tracks 600 frames and fits 6 s of two logs (minutes)."""
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def summaries(tmp_path_factory):
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "the tree has no h/2 refit (SPOOK's model_error) yet: its std does not cover the "
-        "O(h²) shadow bias of h = 1e-3 s. Measured 2026-11-26 on the regenerated sample: "
+        "the default tree reports no step error (its h/2 refit, step_extrapolation, is off "
+        "by default): its std does not cover the O(h²) shadow bias of h = 1e-3 s. Measured "
+        "2026-11-26 on the regenerated sample: "
         "pendulum J -0.007 % but std 2e-5 relative, z -3.45 (b z -0.73, mu z +0.71); Furuta "
         "J_Azz -1.09 % z -2.87, b1 +24 % z +2.46, J_Byy z +1.09, b2 z -0.93; both 'good fit' "
         "(docs/tree-estimator.md, 'The sample through the tree')"

@@ -81,8 +81,9 @@ def truth_distance(p: dict, truth: float) -> float:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "the tree has no h/2 refit (SPOOK's model_error) yet: its std does not cover the "
-        "O(h²) shadow bias of h = 1e-3 s. Measured 2026-11-26 on the regenerated sample: "
+        "the default tree reports no step error (its h/2 refit, step_extrapolation, is off "
+        "by default): its std does not cover the O(h²) shadow bias of h = 1e-3 s. Measured "
+        "2026-11-26 on the regenerated sample: "
         "pendulum J -0.007 % but std 2e-5 relative, z -3.45 (b z -0.73, mu z +0.71); Furuta "
         "J_Azz -1.09 % z -2.87, b1 +24 % z +2.46, J_Byy z +1.09, b2 z -0.93; both 'good fit' "
         "(docs/tree-estimator.md, 'The sample through the tree')"
