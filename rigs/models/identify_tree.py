@@ -469,9 +469,12 @@ def identify_tree_series(
         from physid.rigs.models.tree_step import refit_at_half_step
 
         def refit_with(halved, half_settings, start):
+            from physid.rigs.models.tree_step import halve_markers
+
             refit, X0, theta0, _ = build_problem(
-                rig, spec, names, halved, half_settings, values=start
-            )
+                rig, spec, names, halved, half_settings, values=start,
+                markers=halve_markers(markers),
+            )  # fmt: skip
             refit_res = fit(refit, X0, theta0, half_settings, names, len(refit.y), lambda _: None)
             return (
                 refit,

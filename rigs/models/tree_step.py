@@ -56,6 +56,28 @@ def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:
     return {"grid": fine, "y": y, "present": present, "init": init, "u": u}
 
 
+def halve_markers(markers):
+    """Marker observations (None, one ``MarkerObservations`` or one per series) on the grid
+    of half the step, as ``halve_series`` puts the encoder samples: each grid step k becomes
+    step 2k, the odd steps carry weight 0. Without this the refit at h/2 had no pixel rows
+    and its noise response could not be compared with the fit's."""
+    from dataclasses import replace
+
+    def halve(mk):
+        if mk is None:
+            return None
+        n, m = mk.weight.shape
+        uv = np.zeros((2 * n - 1, m, 2))
+        uv[::2] = mk.uv
+        weight = np.zeros((2 * n - 1, m))
+        weight[::2] = mk.weight
+        return replace(mk, uv=uv, weight=weight)
+
+    if markers is None or not isinstance(markers, list | tuple):
+        return halve(markers)
+    return [halve(mk) for mk in markers]
+
+
 def refit_at_half_step(rig, problem, result, series_list, fits, settings, held, refit_with, say):
     """χ at h/2 from the fit at h (``identify_tree`` problem, LM result, its per-series
     ``fits``), the extrapolation and its noise. ``held``: parameters on a bound or a
