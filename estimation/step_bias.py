@@ -31,7 +31,7 @@ while |c| h² ≤ 0.4 |a| (d ≥ (3/4 − 0.375) |a| h²). For p = 1 these are t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -96,3 +96,41 @@ def extrapolation_noise_increment(influence_h, influence_half, order: int = 1) -
     r = 2.0**order - 1.0
     combined = ((r + 1.0) * g_half - g) / r
     return np.einsum("kpm,kqm->pq", combined, combined) - np.einsum("kpm,kqm->pq", g, g)
+
+
+def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:
+    """``series`` (a log on the estimator's grid: ``grid`` s, ``y``, ``present``, ``u``) on
+    the grid of half its step, for the refit at h/2: observations on the even steps (weight 0
+    on the odd ones), inputs held over both halves (any number of columns), ``fitted_angles``
+    [n, k] interpolated as the initial angles. Used by the SPOOK and the tree estimators."""
+    grid = series["grid"]
+    n = len(grid)
+    fine = np.linspace(grid[0], grid[-1], 2 * n - 1)
+    y = np.zeros((2 * n - 1, series["y"].shape[1]))
+    y[::2] = series["y"]
+    present = np.zeros(y.shape, bool)
+    present[::2] = series["present"]
+    init = np.column_stack([np.interp(fine, grid, a) for a in np.asarray(fitted_angles).T])
+    u = np.repeat(np.asarray(series["u"]), 2, axis=0)
+    return {"grid": fine, "y": y, "present": present, "init": init, "u": u}
+
+
+def halve_markers(markers):
+    """Marker observations (None, one ``estimation.markers.MarkerObservations`` or a list of
+    them, one per series) on the grid of half the step, as ``halve_series`` puts the encoder
+    samples: grid step k becomes step 2k, the odd steps carry weight 0 (the refit at h/2
+    must see the fit's pixel rows, or its noise response cannot be compared with the fit's)."""
+
+    def halve(mk):
+        if mk is None:
+            return None
+        n, m = mk.weight.shape
+        uv = np.zeros((2 * n - 1, m, 2))
+        uv[::2] = mk.uv
+        weight = np.zeros((2 * n - 1, m))
+        weight[::2] = mk.weight
+        return replace(mk, uv=uv, weight=weight)
+
+    if markers is None or not isinstance(markers, list | tuple):
+        return halve(markers)
+    return [halve(mk) for mk in markers]

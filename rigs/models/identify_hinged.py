@@ -36,7 +36,12 @@ from physid.estimation.lm import (
     levenberg_marquardt,
 )
 from physid.estimation.markers import MarkerObservations
-from physid.estimation.step_bias import extrapolation_noise_increment, richardson
+from physid.estimation.step_bias import (
+    extrapolation_noise_increment,
+    halve_markers,
+    halve_series,
+    richardson,
+)
 from physid.estimation.uncertainty import Covariance, noise_influence, parameter_covariance
 from physid.estimation.validation import validation
 from physid.rigs.models import validate_hinged
@@ -897,32 +902,6 @@ def extrapolation_noise(problem, result, refit, refit_result, obs_noise) -> np.n
         return noise_influence(res.lin, obs_noise, rows) * prob.scale[None, :, None]
 
     return extrapolation_noise_increment(influence(problem, result), influence(refit, refit_result))
-
-
-def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:
-    """``series`` on the grid of half its step: observations on the even steps (weight 0 on
-    the odd ones), control held over both halves, ``fitted_angles`` [n, k] interpolated as
-    the initial angles."""
-    grid = series["grid"]
-    n = len(grid)
-    fine = np.linspace(grid[0], grid[-1], 2 * n - 1)
-    y = np.zeros((2 * n - 1, series["y"].shape[1]))
-    y[::2] = series["y"]
-    present = np.zeros(y.shape, bool)
-    present[::2] = series["present"]
-    init = np.column_stack([np.interp(fine, grid, a) for a in np.asarray(fitted_angles).T])
-    return {"grid": fine, "y": y, "present": present, "init": init, "u": np.repeat(series["u"], 2)}
-
-
-def halve_markers(markers):
-    """Marker observations on the grid of half the step (camera frames on the even steps)."""
-    if markers is None:
-        return None
-    n, m = markers.weight.shape
-    uv = np.zeros((2 * n - 1, m, 2))
-    weight = np.zeros((2 * n - 1, m))
-    uv[::2], weight[::2] = markers.uv, markers.weight
-    return replace(markers, uv=uv, weight=weight)
 
 
 def _show(names, numbers) -> str:

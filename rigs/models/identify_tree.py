@@ -469,7 +469,7 @@ def identify_tree_series(
         from physid.rigs.models.tree_step import refit_at_half_step
 
         def refit_with(halved, half_settings, start):
-            from physid.rigs.models.tree_step import halve_markers
+            from physid.estimation.step_bias import halve_markers
 
             refit, X0, theta0, _ = build_problem(
                 rig, spec, names, halved, half_settings, values=start,

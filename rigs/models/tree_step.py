@@ -19,7 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from physid.estimation.residuals import data_noise
-from physid.estimation.step_bias import extrapolation_noise_increment, richardson
+from physid.estimation.step_bias import (
+    extrapolation_noise_increment,
+    halve_series,
+    richardson,
+)
 from physid.estimation.uncertainty import noise_influence
 
 ORDER = 2  # the midpoint rule's order in h (symmetric: its error is a series in h²)
@@ -38,44 +42,6 @@ class StepRefit:
     values_at_half_step: np.ndarray
     extrapolated: np.ndarray
     status: object
-
-
-def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:
-    """A tree series on the grid of half its step: observations on the even steps (weight 0
-    on the odd ones), inputs held over both halves, ``fitted_angles`` [n, k] interpolated as
-    the initial angles."""
-    grid = series["grid"]
-    n = len(grid)
-    fine = np.linspace(grid[0], grid[-1], 2 * n - 1)
-    y = np.zeros((2 * n - 1, series["y"].shape[1]))
-    y[::2] = series["y"]
-    present = np.zeros(y.shape, bool)
-    present[::2] = series["present"]
-    init = np.column_stack([np.interp(fine, grid, a) for a in np.asarray(fitted_angles).T])
-    u = np.repeat(np.asarray(series["u"]), 2, axis=0)
-    return {"grid": fine, "y": y, "present": present, "init": init, "u": u}
-
-
-def halve_markers(markers):
-    """Marker observations (None, one ``MarkerObservations`` or one per series) on the grid
-    of half the step, as ``halve_series`` puts the encoder samples: each grid step k becomes
-    step 2k, the odd steps carry weight 0. Without this the refit at h/2 had no pixel rows
-    and its noise response could not be compared with the fit's."""
-    from dataclasses import replace
-
-    def halve(mk):
-        if mk is None:
-            return None
-        n, m = mk.weight.shape
-        uv = np.zeros((2 * n - 1, m, 2))
-        uv[::2] = mk.uv
-        weight = np.zeros((2 * n - 1, m))
-        weight[::2] = mk.weight
-        return replace(mk, uv=uv, weight=weight)
-
-    if markers is None or not isinstance(markers, list | tuple):
-        return halve(markers)
-    return [halve(mk) for mk in markers]
 
 
 def refit_at_half_step(rig, problem, result, series_list, fits, settings, held, refit_with, say):

@@ -188,7 +188,7 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
     """``run_case`` for the tree estimator (``identify_tree_series``, the spec's defaults).
     ``half_step``: also refit each dataset at h/2 (``values_at_half_step``: the step's
     bias, measured)."""
-    from physid.rigs.models.identify_hinged import halve_series
+    from physid.estimation.step_bias import halve_series
     from physid.rigs.models.identify_tree import identify_tree_series, series_on_grid
 
     say = progress or (lambda _line: None)

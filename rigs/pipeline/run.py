@@ -599,9 +599,15 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> dict:
         rig, values, series, result.X, problem.observed_angles(result.X), settings, chans,
         label=exp.name,
     )  # fmt: skip
+    return _cross_validation_row(result.cost / len(series["grid"]), ahead, free)
+
+
+def _cross_validation_row(cost_per_step: float, ahead, free) -> dict:
+    """What the cross-experiment table keeps of one states-only fit: its cost per step, the
+    k-step and free-run checks and the k-step's worst ratio to the noise."""
     k_step = ahead.to_dict()
     return {
-        "cost": result.cost / len(series["grid"]),
+        "cost": cost_per_step,
         "k_step": k_step,
         "free_run": free.to_dict(),
         "ratio": max(c["ratio"] for c in k_step["channels"]),
@@ -619,14 +625,7 @@ def _cross_validate_tree(exp: Experiment, spec, stream, path, values: dict) -> d
     series = tree.series_on_grid(stream, rig, settings["h"], path)
     problem, result = tree.estimate_states(spec, rig, series, values)
     ahead, free = tree.predict(rig, values, series, result.X, settings, exp.name, problem.c)
-    k_step = ahead.to_dict()
-    return {
-        "cost": result.cost / len(series["grid"]),
-        "k_step": k_step,
-        "free_run": free.to_dict(),
-        "ratio": max(c["ratio"] for c in k_step["channels"]),
-        "horizon_s": k_step["horizon_s"],
-    }
+    return _cross_validation_row(result.cost / len(series["grid"]), ahead, free)
 
 
 def check_video_frames(info, t, log: StageLog, warned: list[str]) -> dict:

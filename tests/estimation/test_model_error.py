@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from physid.rigs.models.identify_hinged import halve_series
+from physid.estimation.step_bias import halve_series
 
 
 def test_halve_series_keeps_samples_on_even_steps_and_holds_the_control():

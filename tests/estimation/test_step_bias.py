@@ -113,10 +113,10 @@ def test_the_second_order_noise_increment_weighs_the_two_fits_4_3_and_minus_1_3(
 
 
 def test_the_tree_series_at_half_step_keeps_the_samples_on_the_even_steps():
-    """``tree_step.halve_series``: the refit sees the fit's samples and no others (odd steps
+    """``step_bias.halve_series``: the refit sees the fit's samples and no others (odd steps
     weight 0), the inputs held over both halves (also with no actuator: u[n−1, 0]), the
     fitted angles as the start."""
-    from physid.rigs.models.tree_step import halve_series
+    from physid.estimation.step_bias import halve_series
 
     n = 5
     grid = 0.002 * np.arange(n)
