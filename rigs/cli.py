@@ -155,7 +155,8 @@ default estimator (the tree) fits several logs jointly; with estimator =
     process_noise (N m s per step), noise_bandwidth (Hz), max_iter, eps_g,
     eps_delta, eps_f, lm_tau, alpha_shrink, warmup_iter,
     physical_consistency, covariance_batches, prediction_horizon (s),
-    free_run_horizon (s)
+    free_run_horizon (s), step_extrapolation (refit at h/2, off),
+    warm_start (θ from the filtered inverse dynamics, on)
   ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
     mu_pull, max_iter
   loop (a log t,x,y,z,Fx,Fy,Fz): h (s), sigma_pos (m), max_iter
