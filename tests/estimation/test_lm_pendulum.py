@@ -69,6 +69,13 @@ def test_large_kappa_from_filtered_data_is_not_called_converged(identified, tmp_
     assert est.extra["stop_reason"].startswith("no decrease")
 
 
+# -m slow since the tree became the hinged rigs' default (issue 22): the module's fixture is
+# the SPOOK LM's seven-stage κ continuation (58 s of the default run's 622 s on this VM). The
+# SPOOK LM's end-to-end fits all run with -m slow now (this file, test_lm_furuta,
+# test_markers_fusion, test_trust_failures, test_sample_spook); the default run keeps its
+# parts: test_lm_solver, test_jacobian_tangents (Jacobian blocks against differences),
+# test_consistency_rig, test_kappa_schedule.
+@pytest.mark.slow
 def test_pendulum_parameters_recovered(identified):
     est, _ = identified
     for name, truth in TRUTH.items():
@@ -81,6 +88,7 @@ def test_pendulum_parameters_recovered(identified):
         assert p.value == pytest.approx(truth, rel=1e-3), name
 
 
+@pytest.mark.slow
 def test_pendulum_estimate_file(identified):
     est, out = identified
     doc = json.loads((out / "estimate.json").read_text())
