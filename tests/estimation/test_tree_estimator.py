@@ -131,20 +131,27 @@ def test_dry_friction_holds_a_pendulum_exactly(pendulum_spec):
     assert abs(tail[-1]) < 0.3 * 0.9  # it did swing down and lose amplitude
 
 
+def _swinging_pendulum_problem(spec, n: int):
+    """The pendulum's tree problem on n steps of a 2 rad, 6 rad/s cosine swing (every sample
+    present, no input): (problem, X0, θ0)."""
+    t = np.arange(n) * H
+    y = 2.0 * np.cos(6.0 * t)[:, None]
+    series = {"grid": t, "y": y, "present": np.ones_like(y, bool), "init": y,
+              "u": np.zeros((n - 1, 0))}  # fmt: skip
+    rig = pendulum.tree_rig(spec)
+    problem, X0, theta0, _ = build_problem(
+        rig, spec, list(spec.parameters), [series], tree_settings(spec)
+    )
+    return problem, X0, theta0
+
+
 @pytest.mark.slow  # compiles the problem's linearization: minutes on a loaded core
 def test_theta_block_is_the_forward_mode_jacobian(pendulum_spec):
     """∂r/∂θ of the dynamics rows (one reverse pass over θ pushed along (q̄, v̄), plus the
     forces' and the friction bound's) equals ``jax.jacfwd`` of the weighted residuals; the
     state blocks too. 1e-8 relative: exact derivatives, round-off of weighted sums."""
-    rig = pendulum.tree_rig(pendulum_spec)
     n = 40
-    t = np.arange(n) * H
-    y = 2.0 * np.cos(6.0 * t)[:, None]
-    series = {"grid": t, "y": y, "present": np.ones_like(y, bool), "init": y,
-              "u": np.zeros((n - 1, 0))}  # fmt: skip
-    settings = tree_settings(pendulum_spec)
-    names = list(pendulum_spec.parameters)
-    problem, X0, theta0, _ = build_problem(rig, pendulum_spec, names, [series], settings)
+    problem, X0, theta0 = _swinging_pendulum_problem(pendulum_spec, n)
     theta = theta0 * np.array([0.8, 1.5, 30.0])  # friction large enough that some steps stick
     lin = problem.linearize(X0, theta)
 
@@ -165,15 +172,8 @@ def test_states_only_linearization_is_the_full_ones_state_part(pendulum_spec):
     residuals and state blocks as ``linearize`` with no θ columns. It failed in the chunked
     linearization (lax.map cannot batch a θ block of width 0) until 2026-11-26. Equal to
     round-off (1e-12 relative): the same operations, one without the θ block."""
-    rig = pendulum.tree_rig(pendulum_spec)
     n = 300  # three chunks, the last one short
-    t = np.arange(n) * H
-    y = 2.0 * np.cos(6.0 * t)[:, None]
-    series = {"grid": t, "y": y, "present": np.ones_like(y, bool), "init": y,
-              "u": np.zeros((n - 1, 0))}  # fmt: skip
-    settings = tree_settings(pendulum_spec)
-    names = list(pendulum_spec.parameters)
-    problem, X0, theta0, _ = build_problem(rig, pendulum_spec, names, [series], settings)
+    problem, X0, theta0 = _swinging_pendulum_problem(pendulum_spec, n)
     # Chunks of 128 steps whatever n (the default linearizes up to 4096 steps in one vmap).
     model = _Model(problem.structure, chunk=128, vmap_up_to=0)
     X, th, args = jnp.asarray(X0), jnp.asarray(theta0), problem._args
