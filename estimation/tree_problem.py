@@ -117,6 +117,7 @@ class _Model:
             lambda X, theta, a: sum(jnp.sum(r**2) for r in self._residuals(X, theta, a))
         )
         self.momenta = jax.jit(self._momenta)
+        self.chained_momenta = jax.jit(self._chained_momenta)
         self.joint_inertia = jax.jit(self._joint_inertia)
         self.pixels = jax.jit(
             lambda X, theta, a: jax.vmap(
@@ -219,7 +220,11 @@ class _Model:
             f_th, lim_th = jax.jacfwd(force_terms)(theta)
             r1_th = 0.5 * h * L_qth - L_vth + 0.5 * h * f_th
             r2_th = -0.5 * h * L_qth - L_vth - 0.5 * h * f_th
-            C = jnp.concatenate([keep[:, None] * r1_th + side[:, None] * lim_th, r2_th])
+            # Rows r₁ + λ/2, r₂ − λ/2: sliding λ = side·lim, sticking λ = −2r₁ − c v̄.
+            half = 0.5 * side[:, None] * lim_th
+            C = jnp.concatenate(
+                [keep[:, None] * r1_th + half, r2_th + (1.0 - keep)[:, None] * r1_th - half]
+            )
         else:
             return wd * value, wd[:, None] * A, wd[:, None] * B
         return wd * value, wd[:, None] * A, wd[:, None] * B, wd[:, None] * C
@@ -274,6 +279,32 @@ class _Model:
         last = jnp.concatenate([starts[1:], jnp.array([True])])  # a log ends at k
         both = 0.5 * (before + after)
         return jnp.where(starts[:, None], after, jnp.where(last[:, None], before, both))
+
+    def _chained_momenta(self, q, theta, a):
+        """Momenta p [N, n] that close every step's second row on the positions q [N, n] at θ:
+        p_{k+1} = λ_k/2 + D₂L_d(q_k, q_{k+1}) + F⁺_k with λ_k the natural map's friction of step
+        k at p_k (a scan: while a joint sticks λ_k depends on p_k); each log starts from the
+        frictionless p_k = −(D₁L_d + F⁻)(q_k, q_{k+1}). Then row 1 of step k is the
+        three-point DEL residual at q_k with the friction of both steps around it."""
+        params = self.params(a, theta)
+        h, n = self.s.h, self.s.n
+        zero = jnp.zeros(n)
+        r1, r2 = jax.vmap(
+            lambda q0, q1, u: vf.frictionless_rows(self.s.tree, params, q0, zero, q1, zero, u, h)
+        )(q[:-1], q[1:], a["u"])
+        v = (q[1:] - q[:-1]) / h
+        lim = h * jax.vmap(lambda x: vf.dry_friction_limit(params, x))(v)
+        joined = a["wd"][:, 0] > 0  # step k joins q_k to q_{k+1} within one log
+        fresh = -jnp.concatenate([r1[1:], r1[-1:]])  # p_{k+1} where a log starts at k + 1
+
+        def one(p, x):
+            r1k, r2k, vk, limk, joins, start = x
+            lam = vf.dry_impulse(-2.0 * (p + r1k), vk, limk, a["c"])
+            nxt = jnp.where(joins, 0.5 * lam - r2k, start)
+            return nxt, nxt
+
+        _, rest = jax.lax.scan(one, -r1[0], (r1, r2, v, lim, joined, fresh))
+        return jnp.concatenate([-r1[:1], rest])
 
 
 _MODELS: dict[TreeStructure, _Model] = {}
@@ -397,6 +428,15 @@ class TreeProblem:
         q = jnp.asarray(q, float)
         p = self.model.momenta(q, jnp.asarray(theta, float), self._args, jnp.asarray(starts))
         return jnp.concatenate([q, p], axis=1)
+
+    def chained_momenta(self, q: np.ndarray, theta) -> np.ndarray:
+        """Momenta [N, n] that close every step's second row on the positions q [N, n] at θ,
+        friction included (``_Model._chained_momenta``): with them, row 1 of each step is
+        the three-point DEL residual at its first position."""
+        out = self.model.chained_momenta(
+            jnp.asarray(q, float), jnp.asarray(theta, float), self._args
+        )
+        return np.asarray(out)
 
     def positions(self, X) -> np.ndarray:
         return np.asarray(X)[:, : self.structure.n]

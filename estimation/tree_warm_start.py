@@ -5,8 +5,8 @@ Given positions q_k on the estimator grid (the encoder samples themselves), the 
 discrete Euler–Lagrange equation at q_k (Caldwell et al. eq. 3, three points, with the exact
 dry friction of ``dynamics.variational_friction``) is a residual in θ alone:
 
-    e_k(θ) = p_k(θ) + D₁L_d(q_k, q_{k+1}) + (h/2) F_k + λ_k,
-    p_k(θ) = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1}                      (row 2 of step k − 1),
+    e_k(θ) = p_k(θ) + D₁L_d(q_k, q_{k+1}) + (h/2) F_k + λ_k/2,
+    p_k(θ) = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1} + λ_{k−1}/2          (row 2 of step k − 1),
 
 λ_k the natural map's friction impulse. It is linear in the inertias, the gains and the
 viscous and Coulomb coefficients (on each sliding step) and smooth in the rest (a tilt of
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.signal import butter, sosfiltfilt
@@ -82,15 +83,10 @@ class WarmStart:
 
 
 def momenta(problem: TreeProblem, q, theta) -> np.ndarray:
-    """p_k = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1} [N, n] (N m s or N s): the momentum that
-    closes row 2 of step k − 1; p_0 (no step before it) closes row 1 of step 0."""
-    n = problem.structure.n
-    X = jnp.concatenate([jnp.asarray(q, float), jnp.zeros((len(q), n))], axis=1)
-    dyn, _, _ = problem.residuals(X, theta)
-    wd = np.asarray(problem.dyn_weight)
-    # Unweighted rows at p = 0: row 2 of step k is −(D₂L_d + F⁺); 0 across a log boundary.
-    rows = np.divide(dyn, wd, out=np.zeros_like(dyn), where=wd > 0)
-    return np.concatenate([-rows[:1, :n], -rows[:, n:]])
+    """p_k = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1} + λ_{k−1}/2 [N, n] (N m s or N s): the momentum
+    that closes row 2 of step k − 1 (its friction λ_{k−1} at p_{k−1}); each log's first p
+    closes row 1 of its first step without friction (``TreeProblem`` ``chained_momenta``)."""
+    return problem.chained_momenta(q, theta)
 
 
 def _segments(valid: np.ndarray) -> list[slice]:
@@ -113,13 +109,30 @@ def _rows(problem: TreeProblem, q, theta, sos, jacobian: bool = True):
     lin = problem.linearize(X, theta)
     e = np.asarray(lin.dyn_r)[1:, :n]  # row 1 of steps 1 … N − 2 at p_k(θ)
     C = np.asarray(lin.dyn_C)
-    K = np.einsum("kii->ki", np.asarray(lin.dyn_A)[1:, :n, n:])  # ∂row¹_k/∂p_k, weighted
-    w2 = wd[:-1, n:, None]
-    dp = -np.divide(C[:-1, n:], w2, out=np.zeros_like(C[:-1, n:]), where=w2 > 0)
-    J = C[1:, :n] + K[:, :, None] * dp
+    A = np.asarray(lin.dyn_A)
+    K = np.einsum("kii->ki", A[1:, :n, n:])  # ∂row¹_k/∂p_k, weighted
+    J = C[1:, :n] + K[:, :, None] * _momentum_derivatives(A, C, wd, n)[1:-1]
     e, J = np.where(valid[:, None], e, 0.0), np.where(valid[:, None, None], J, 0.0)
     J = _filtered(J, valid, sos)
     return _filtered(e, valid, sos).reshape(-1), J.reshape(-1, J.shape[-1])
+
+
+def _momentum_derivatives(A, C, wd, n: int) -> np.ndarray:
+    """∂p_k/∂θ [N, n, p] of ``momenta``: p_{k+1} closes row 2 of step k, whose weighted
+    derivatives are C²_k (θ) and diag(w (1 − keep)) (p_k: a sticking joint's friction is
+    read off p_k), so ∂p_{k+1} = −(C²_k + A²_k ∂p_k)/w (a scan); 0 at each log's start."""
+    w2 = wd[:, n:]
+    ok = w2 > 0
+    g = -np.divide(C[:, n:], w2[:, :, None], out=np.zeros_like(C[:, n:]), where=ok[:, :, None])
+    s = -np.divide(np.einsum("kii->ki", A[:, n:, n:]), w2, out=np.zeros_like(w2), where=ok)
+
+    def one(dp, x):
+        gk, sk = x
+        nxt = gk + sk[:, None] * dp
+        return nxt, nxt
+
+    _, rest = jax.lax.scan(one, jnp.zeros(C.shape[1:])[n:], (jnp.asarray(g), jnp.asarray(s)))
+    return np.concatenate([np.zeros((1, *C.shape[1:]))[:, n:], np.asarray(rest)])
 
 
 def _filtered(rows: np.ndarray, valid: np.ndarray, sos) -> np.ndarray:
