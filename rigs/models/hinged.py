@@ -20,7 +20,7 @@ from physid.estimation.estimate import write_json_atomic
 from physid.estimation.figures import pyplot, save_figure
 from physid.rigs.models.kinds import SimulateOptions
 from physid.spec import RigSpec
-from physid.streams import Stream
+from physid.streams import Stream, held_index
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def read_control(path: Path | None, t: np.ndarray) -> np.ndarray:
         raise InputError(f"{path}: cannot read control file: {exc}") from None
     if data.dtype.names is None or not {"t", "u"} <= set(data.dtype.names):
         raise InputError(f"{path}: control CSV needs a header with columns t,u")
-    idx = np.clip(np.searchsorted(data["t"], t, side="right") - 1, 0, len(data) - 1)
+    idx = held_index(np.asarray(data["t"]), t)
     return np.asarray(data["u"])[idx]
 
 

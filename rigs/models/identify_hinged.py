@@ -47,6 +47,7 @@ from physid.estimation.validation import validation
 from physid.rigs.models import validate_hinged
 from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
 from physid.spec import RigSpec
+from physid.streams import held_index
 
 # The [method] keys of the hinged rigs (docs/lm-estimator.md); any other is a typo.
 METHOD_KEYS = (
@@ -175,7 +176,7 @@ def series_on_grid(stream, channels, h: float, path) -> dict:
     smooth = resample(t, smooth_angles(t, filled), grid)
     if "u" in stream.channels:
         u_all = np.nan_to_num(np.asarray(stream.values[:, stream.channels.index("u")], float))
-        hold = np.clip(np.searchsorted(t, grid[:-1], side="right") - 1, 0, len(t) - 1)
+        hold = held_index(t, grid[:-1])
         u = u_all[hold]
     else:
         u = np.zeros(n - 1)

@@ -58,7 +58,7 @@ from physid.rigs.models.identify_hinged import (
 )
 from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
 from physid.spec import RigSpec
-from physid.streams import Stream
+from physid.streams import Stream, held_index
 
 # The default process noise moves a joint by its encoder noise at this frequency (Hz). It is
 # the crossover of the estimator read as a smoother (``default_process_noise``): the states
@@ -197,7 +197,7 @@ def series_on_grid(stream: Stream, rig, h: float, path) -> dict:
             raise InputError(f"{path}: channel {rig.channels[i]!r} has fewer than two samples")
         filled[:, i] = np.interp(t, t[ok], angles[ok, i])
     smooth = resample(t, smooth_angles(t, np.unwrap(filled, axis=0)), grid)
-    hold = np.clip(np.searchsorted(t, grid[:-1], side="right") - 1, 0, len(t) - 1)
+    hold = held_index(t, grid[:-1])
     u = np.zeros((n - 1, len(rig.inputs)))
     for k, column in enumerate(rig.inputs):
         if column not in stream.channels:

@@ -37,6 +37,7 @@ from physid.files import atomic_open
 from physid.rigs.models.kinds import SimulateOptions
 from physid.rigs.models.tree.rig import TreeRig, load_tree_rig, unknown_name_message
 from physid.spec import RigSpec, _dotted, _quantity
+from physid.streams import held_index
 
 CHUNK = 20_000  # steps per compiled call: progress between chunks, one compile per run
 UNROLL_BODIES = 4  # trees up to this size run unrolled: faster steps, bearable compile
@@ -178,7 +179,7 @@ def read_controls(path: Path | None, rig: TreeRig, t: np.ndarray) -> np.ndarray:
     times = data[:, header.index("t")]
     if np.any(np.diff(times) < 0) or not np.all(np.isfinite(data)):
         raise InputError(f"{path}: times must increase and every value must be finite")
-    idx = np.clip(np.searchsorted(times, t + 1e-12 * (1 + abs(t)), side="right") - 1, 0, None)
+    idx = held_index(times, t)
     for a, col in columns.items():
         u[:, a] = data[idx, col]
     return u
