@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from physid.rigs.pipeline.coverage import (
     PENDULUM,
     TREE_PENDULUM,
     TREE_PENDULUM_EXTRAPOLATED,
+    TREE_PENDULUM_MOTIONS,
     at_step,
     coverage,
     run_case,
@@ -47,6 +49,11 @@ def main() -> None:
     parser.add_argument("--half-step", action="store_true", help="tree: refit each at h/2")
     parser.add_argument(
         "--step-extrapolation", action="store_true", help="tree: [method] step_extrapolation"
+    )
+    parser.add_argument(
+        "--motions",
+        action="store_true",
+        help="tree: each dataset released from its own angle in 2 ± 0.5 rad",
     )
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--first-seed", type=int, default=0)
@@ -68,6 +75,8 @@ def main() -> None:
 
         if args.estimator == "tree":
             case = TREE_PENDULUM_EXTRAPOLATED if args.step_extrapolation else TREE_PENDULUM
+            if args.motions:
+                case = replace(case, angle_spread=TREE_PENDULUM_MOTIONS.angle_spread)
             rows = run_tree_case(case, seeds, print, keep, half_step=args.half_step)
         else:
             rows = run_case(PENDULUM, seeds, print, keep)

@@ -48,6 +48,10 @@ class Case:
     )
     noise: float = 5e-4  # about a 4096-count encoder's quantization (4.4e-4 rad)
     h_sim: float = 1e-4
+    # Tree study: each seed's release angles drawn uniformly within ± this (rad) of the
+    # scenario's, so the step's error differs between datasets as between experiments (0: one
+    # motion for all, whose model error is one draw, the same bias in every dataset)
+    angle_spread: float = 0.0
     estimator: str = "spook"  # "spook" (identify_hinged) or "tree" (identify_tree)
     method: dict = field(
         default_factory=lambda: {
@@ -73,6 +77,10 @@ TREE_PENDULUM = Case(
 )
 # The same with ``[method] step_extrapolation``: the refit at h/2 and the order-2 Richardson
 # value (``rigs.models.tree_step``).
+# The same with each dataset released from its own angle in 2 ± 0.5 rad: the model error (the
+# step's, whose effect on J depends on where the turning points fall between grid steps)
+# varies between datasets as it does between a user's experiments.
+TREE_PENDULUM_MOTIONS = replace(TREE_PENDULUM, angle_spread=0.5)
 TREE_PENDULUM_EXTRAPOLATED = replace(
     TREE_PENDULUM, method={**TREE_PENDULUM.method, "step_extrapolation": True}
 )
@@ -142,11 +150,11 @@ def run_case(
     return rows
 
 
-def tree_recording(case: Case):
+def tree_recording(case: Case, angles0=None):
     """(spec, rig, clean log, truth) of a tree case: the spec's [simulation] truth integrated by
-    ``variational_friction.rollout`` at ``case.h_sim`` from rest at the scenario's angles,
-    sampled at its rate; the spec's encoder noise set to ``case.noise`` (what the fit's
-    weights and χ² assume) and its method to ``case.method``."""
+    ``variational_friction.rollout`` at ``case.h_sim`` from rest at ``angles0`` (rad; default
+    the scenario's), sampled at its rate; the spec's encoder noise set to ``case.noise`` (what
+    the fit's weights and χ² assume) and its method to ``case.method``."""
     import jax.numpy as jnp
 
     from physid.dynamics import newton_euler
@@ -167,7 +175,7 @@ def tree_recording(case: Case):
     params = rig.make_params(values)
     sc = case.scenario
     steps = int(round(sc.duration / case.h_sim))
-    q0 = jnp.asarray(sc.angles0, float)
+    q0 = jnp.asarray(sc.angles0 if angles0 is None else angles0, float)
     # The natural map's inertia: each joint's diagonal of M at the start (the friction law is
     # exact for any c; this is the estimator's choice).
     c = jnp.diag(newton_euler.crba(rig.tree, params, q0))
@@ -199,6 +207,9 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
     rows = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
+        if case.angle_spread:
+            shift = rng.uniform(-case.angle_spread, case.angle_spread, len(case.scenario.angles0))
+            clean = tree_recording(case, np.asarray(case.scenario.angles0) + shift)[2]
         noisy = clean.values.copy()
         noisy[:, :k] += rng.normal(0.0, case.noise, noisy[:, :k].shape)
         log = replace(clean, values=noisy)
