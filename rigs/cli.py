@@ -89,7 +89,24 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
     return overrides
 
 
-@app.command()
+SIMULATE_HELP = """
+\b
+Pendulum and furuta: the simulator is the default estimator's own model,
+rigid joints integrated by the tree's variational step with exact dry
+friction (engine "tree"), so that `physid identify` with the default fits
+the model that made the data. Engine "spook" integrates Marklund et al.'s
+compliant hinges with load-proportional dry friction (the SPOOK
+estimator's model). Chosen by --engine, else the spec's [simulation]
+engine, else its [method] estimator. truth.json lists only the values the
+simulated model has (no eps_*, tau* on rigid joints).
+
+\b
+[simulation] keys (docs/rig-spec.md): h (s), duration (s), rate (Hz),
+  noise (rad), theta0 / theta1, theta2 (rad), truth, engine
+"""
+
+
+@app.command(epilog=SIMULATE_HELP)
 def simulate(
     rig: Annotated[
         str | None, typer.Argument(help="Rig spec TOML, or a built-in rig name (furuta)")
@@ -110,6 +127,13 @@ def simulate(
     ] = None,
     noise: Annotated[float | None, typer.Option(help="Measurement noise std (rad or m)")] = None,
     seed: Annotated[int, typer.Option(help="Random seed for the noise")] = 0,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help='Pendulum, furuta: "tree" (rigid joints) or "spook" (compliant hinges); '
+            "default: the spec's [simulation] engine, else its estimator"
+        ),
+    ] = None,
 ) -> None:
     """Simulate a rig and write encoder-style data, the true parameters and a plot."""
     from physid.rigs.models.kinds import SimulateOptions, kind_module
@@ -126,7 +150,12 @@ def simulate(
     from physid.spec import load_spec, with_overrides
 
     spec = with_overrides(load_spec(rig), _parse_sets(set_ or []))
-    options = SimulateOptions(out, duration, dt, noise, seed, control)
+    if engine is not None and spec.model not in ("pendulum", "furuta"):
+        raise UserError(
+            f"--engine: {spec.name} (model {spec.model!r}) has one simulator; --engine "
+            "chooses between the pendulum's and Furuta's two"
+        )
+    options = SimulateOptions(out, duration, dt, noise, seed, control, engine)
     module = kind_module(spec)
     with clock(console, f"simulating {spec.name}"):
         written = module.simulate(spec, options, console)

@@ -14,7 +14,12 @@ import numpy as np
 from physid.dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
 from physid.dynamics.quaternion import axis_angle, from_rotvec, qmul, rotate
 from physid.estimation.consistency import BodyInertia
-from physid.rigs.models.hinged import HingedRig, simulate_to_folder, spec_values
+from physid.rigs.models.hinged import (
+    HingedRig,
+    simulate_to_folder,
+    simulation_engine,
+    spec_values,
+)
 from physid.rigs.models.pendulum import _channels
 from physid.spec import RigSpec
 
@@ -121,9 +126,15 @@ def bodies(v: dict) -> list[BodyInertia]:
 
 
 def simulate(spec: RigSpec, options, console):
-    rig = build(spec)
+    """``physid simulate``: release from rest at ``[simulation] theta1, theta2``, driven by
+    ``--control``, on rigid joints (the tree estimator's integrator) or, with engine
+    "spook", on SPOOK's compliant hinges (``hinged.simulation_engine``)."""
+    from physid.rigs.models.identify_tree import estimator
+
+    engine = simulation_engine(spec, options, estimator(spec))
+    rig = tree_rig(spec) if engine == "tree" else build(spec)
     angles = [spec.section_value("simulation", f"theta{i}", "rad") for i in (1, 2)]
-    return simulate_to_folder(spec, rig, angles, options, console)
+    return simulate_to_folder(spec, rig, engine, angles, options, console)
 
 
 def identify(spec: RigSpec, data, out, console):

@@ -3,6 +3,7 @@ function (joint angles), initial states from angles, and ``physid simulate``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,14 +102,83 @@ def run_simulation(rig: HingedRig, truth: dict, angles0, u: np.ndarray, h: float
     return q, v, angles
 
 
+# ------------------------------------------------------------------ the rigid-joint simulation
+
+# ``physid simulate``'s integrators: "tree", the tree estimator's own (rigid joints, dry
+# friction at the static load), or "spook", Marklund et al.'s (compliant hinges, dry friction
+# proportional to the hinge loads).
+ENGINES = ("tree", "spook")
+
+# Values only SPOOK's compliant hinges read (compliance, damping time, the sticking's
+# creep): a rigid-joint simulation has none, so they are not part of its truth.
+SPOOK_ONLY = ("eps_", "tau")
+
+
+def spook_only(name: str) -> bool:
+    return name.startswith(SPOOK_ONLY)
+
+
+def simulation_engine(spec: RigSpec, options: SimulateOptions, estimator: str) -> str:
+    """The integrator of ``physid simulate``: ``--engine``, else ``[simulation] engine``,
+    else the spec's estimator (``estimator``), so that one spec simulates and identifies
+    with the same model unless it says otherwise."""
+    if options.engine is not None:
+        value, where = options.engine, "--engine"
+    else:
+        table = spec.sections.get("simulation")
+        value = table.get("engine", estimator) if isinstance(table, dict) else estimator
+        where = f"{spec.path}: [simulation] engine"
+    if value not in ENGINES:
+        raise InputError(f"{where} = {value!r}: expected one of {', '.join(ENGINES)}")
+    return str(value)
+
+
+def rollout_tree(rig, truth: dict, angles0, u: np.ndarray, h: float) -> np.ndarray:
+    """The tree estimator's own integrator (``dynamics.variational_friction.rollout``:
+    midpoint variational step, exact dry friction) on the rigid-joint ``rig``
+    (``tree_rig.FitRig``) with the SI values ``truth``, from rest at ``angles0`` (rad, one per
+    joint), the drive ``u`` (V, one per step, the same on every actuator) held over each step
+    of ``h`` (s): the observed joint angles [N + 1, k] (rad)."""
+    values = {k: jnp.asarray(float(v)) for k, v in truth.items()}
+    u_in = u[:, None] * np.ones((1, len(rig.inputs)))
+    run = _tree_rollout(rig.tree, rig.make_params, h)
+    q = np.asarray(run(values, jnp.asarray(angles0, float), jnp.asarray(u_in)))
+    return q[:, list(rig.observed)]
+
+
+@functools.lru_cache(maxsize=4)
+def _tree_rollout(tree, make_params, h: float):
+    """Jitted (values, q0, u[N, n_act]) → q [N + 1, n] of the tree integrator from rest at
+    ``h`` (one compilation per rig, step and length)."""
+    from physid.dynamics import newton_euler
+    from physid.dynamics import variational_friction as vf
+
+    @jax.jit
+    def run(values, q0, u):
+        params = make_params(values)
+        # The natural map's inertia c changes how the complementarity is solved, not its
+        # solution: the diagonal of M at the start, as the estimator's.
+        c = jnp.diag(newton_euler.crba(tree, params, q0))
+        q, _ = vf.rollout(tree, params, q0, jnp.zeros(tree.n_dof), u, h, c)
+        return q
+
+    return run
+
+
+# ------------------------------------------------------------------ physid simulate
+
+
 def simulate_to_folder(
     spec: RigSpec,
-    rig: HingedRig,
+    rig,
+    engine: str,
     angles0: list[float],
     options: SimulateOptions,
     console,
 ) -> dict[str, Path]:
-    """Simulate the spec's scenario and write log.csv, truth.json and plot.png to options.out."""
+    """Simulate the spec's scenario with ``engine`` ("tree": ``rig`` is the rigid-joint
+    ``FitRig``; "spook": the compliant ``HingedRig``) and write log.csv, truth.json and
+    plot.png to options.out. truth.json lists only the values the simulated model has."""
     from physid.rigs.encoders import write_log_csv
 
     table = simulation_table(spec)
@@ -124,8 +194,23 @@ def simulate_to_folder(
     n_steps = int(round(duration / h))
     t_fine = np.arange(n_steps) * h
     u = read_control(options.control, t_fine)
-    console.print(f"simulating {spec.name}: {n_steps} steps of {h:g} s ...")
-    _, _, angles = run_simulation(rig, truth, angles0, u, h)
+    if options.control is not None and engine == "tree" and not rig.inputs:
+        console.print(
+            f"[yellow]warning:[/yellow] {spec.name} has no actuator: the control file "
+            f"{options.control} is logged as u but drives nothing"
+        )
+    console.print(f"simulating {spec.name} ({ENGINE_TEXT[engine]}): {n_steps} steps of {h:g} s ...")
+    if engine == "tree":
+        angles = rollout_tree(rig, truth, angles0, u, h)
+        truth = {k: v for k, v in truth.items() if not spook_only(k)}
+    else:
+        _, _, angles = run_simulation(rig, truth, angles0, u, h)
+    if not np.all(np.isfinite(angles)):
+        bad = int(np.argmax(~np.all(np.isfinite(angles), axis=1)))
+        raise InputError(
+            f"{spec.path}: the simulation diverged at t = {bad * h:.4g} s; reduce "
+            "[simulation] h (or --dt)"
+        )
 
     stride = max(1, int(round(1.0 / (rate * h))))
     t = np.arange(0, n_steps + 1, stride) * h
@@ -146,6 +231,8 @@ def simulate_to_folder(
     written = {"encoder log": write_log_csv(out / "log.csv", stream)}
     truth_doc = {
         "rig": spec.name,
+        "engine": engine,
+        "simulator": ENGINE_TEXT[engine],
         "h": h,
         "duration": duration,
         "noise_rad": noise,
@@ -156,6 +243,12 @@ def simulate_to_folder(
     written["truth"] = write_json_atomic(out / "truth.json", truth_doc)
     written["plot"] = _plot(out / "plot.png", t, measured, u_out, rig.channels, spec.name)
     return written
+
+
+ENGINE_TEXT = {
+    "tree": "rigid joints, the tree estimator's integrator",
+    "spook": "SPOOK, compliant hinges",
+}
 
 
 def _plot(path: Path, t, angles, u, channels, title) -> Path:

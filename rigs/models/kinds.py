@@ -35,6 +35,7 @@ class SimulateOptions:
     noise: float | None = None
     seed: int = 0
     control: Path | None = None
+    engine: str | None = None  # pendulum, furuta: "tree" or "spook" (None: the spec's)
     extra: dict[str, str] = field(default_factory=dict)
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from physid.dynamics.multibody import WORLD, HingeParams, Params, System, hinge_at_rest
 from physid.dynamics.quaternion import axis_angle, rotate
-from physid.rigs.models.hinged import HingedRig, simulate_to_folder
+from physid.rigs.models.hinged import HingedRig, simulate_to_folder, simulation_engine
 from physid.spec import RigSpec
 
 GRAVITY = 9.82  # m/s², Section 4.2
@@ -89,9 +89,15 @@ def _channels(spec: RigSpec) -> tuple[str, ...]:
 
 
 def simulate(spec: RigSpec, options, console):
-    rig = build(spec)
+    """``physid simulate``: release from rest at ``[simulation] theta0``, on the rigid joint
+    (the tree estimator's integrator) or, with engine "spook", on SPOOK's compliant hinge
+    (``hinged.simulation_engine``)."""
+    from physid.rigs.models.identify_tree import estimator
+
+    engine = simulation_engine(spec, options, estimator(spec))
+    rig = tree_rig(spec) if engine == "tree" else build(spec)
     theta0 = spec.section_value("simulation", "theta0", "rad")
-    return simulate_to_folder(spec, rig, [theta0], options, console)
+    return simulate_to_folder(spec, rig, engine, [theta0], options, console)
 
 
 def identify(spec: RigSpec, data, out, console):

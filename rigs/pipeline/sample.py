@@ -22,7 +22,6 @@ CPU, MJPG at a fixed quality), so re-running gives the same files.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,14 +166,6 @@ def simulate_hinged(spec: RigSpec, scenario: EncoderScenario, overrides: dict | 
 # proportional to the hinge loads), which the tree does not model (docs/tree-estimator.md).
 TREE_SAMPLE_H = 1e-4  # s
 
-# Values only SPOOK's compliant hinges read (compliance, damping time, the sticking's
-# creep): a rigid-joint simulation has none, so they are not part of its truth.
-SPOOK_ONLY = ("eps_", "tau")
-
-
-def spook_only(name: str) -> bool:
-    return name.startswith(SPOOK_ONLY)
-
 
 def simulate_hinged_tree(spec: RigSpec, scenario: EncoderScenario):
     """The spec's [simulation] truth on rigid joints, rolled out by the tree estimator's own
@@ -183,9 +174,7 @@ def simulate_hinged_tree(spec: RigSpec, scenario: EncoderScenario):
     over each encoder frame at its 1 mV value (what the board logs and the estimator holds):
     (t_fine, angles [N+1, k], u [N+1] (V), truth {name: SI} without SPOOK-only values,
     frames stride)."""
-    import jax.numpy as jnp
-
-    from physid.rigs.models.hinged import simulation_table, truth_values
+    from physid.rigs.models.hinged import rollout_tree, simulation_table, spook_only, truth_values
     from physid.rigs.models.kinds import kind_module
 
     rig = kind_module(spec).tree_rig(spec)
@@ -194,36 +183,10 @@ def simulate_hinged_tree(spec: RigSpec, scenario: EncoderScenario):
     frames = int(round(scenario.duration * scenario.rate))
     u_frames = np.round(drive_voltage(np.arange(frames) / scenario.rate, scenario) * 1000) / 1000
     u = np.repeat(u_frames, stride)
-    u_in = u[:, None] * np.ones((1, len(rig.inputs)))
-    values = {k: jnp.asarray(float(v)) for k, v in truth.items()}
-    run = _tree_rollout(rig.tree, rig.make_params)
-    q = np.asarray(run(values, jnp.asarray(scenario.angles0, float), jnp.asarray(u_in)))
-    angles = q[:, list(rig.observed)]
-    t = np.arange(len(q)) * TREE_SAMPLE_H
+    angles = rollout_tree(rig, truth, scenario.angles0, u, TREE_SAMPLE_H)
+    t = np.arange(len(angles)) * TREE_SAMPLE_H
     kept = {k: float(v) for k, v in truth.items() if not spook_only(k)}
     return t, angles, np.concatenate([u, u[-1:]]), kept, stride
-
-
-@functools.lru_cache(maxsize=4)
-def _tree_rollout(tree, make_params):
-    """Jitted (values, q0, u[N, n_act]) → q [N + 1, n] of the tree integrator from rest at
-    ``TREE_SAMPLE_H`` (one compilation per rig and length)."""
-    import jax
-    import jax.numpy as jnp
-
-    from physid.dynamics import newton_euler
-    from physid.dynamics import variational_friction as vf
-
-    @jax.jit
-    def run(values, q0, u):
-        params = make_params(values)
-        # The natural map's inertia c changes how the complementarity is solved, not its
-        # solution: the diagonal of M at the start, as the estimator's.
-        c = jnp.diag(newton_euler.crba(tree, params, q0))
-        q, _ = vf.rollout(tree, params, q0, jnp.zeros(tree.n_dof), u, TREE_SAMPLE_H, c)
-        return q
-
-    return run
 
 
 def capture_bytes(spec: RigSpec, t: np.ndarray, angles: np.ndarray, u: np.ndarray, board_t0):
