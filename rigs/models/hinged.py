@@ -205,6 +205,16 @@ def simulate_to_folder(
         truth = {k: v for k, v in truth.items() if not spook_only(k)}
     else:
         _, _, angles = run_simulation(rig, truth, angles0, u, h)
+    changed = sorted(k for k, v in truth.items() if k not in spec.parameters and v != rig.values[k])
+    if changed:
+        # `physid identify` with this spec would hold them at the spec's values: a model
+        # error no std covers. The sample's manifest sets them (`set`, docs/pipeline.md).
+        listed = ", ".join(f"{k} = {truth[k]:g} {rig.parameter_units[k]}" for k in changed)
+        console.print(
+            f"note: [simulation.truth] changes fixed values of {spec.name}: {listed}; "
+            "identify the log with a spec that fixes them so (a copy of the spec, or a "
+            "manifest's set)"
+        )
     if not np.all(np.isfinite(angles)):
         bad = int(np.argmax(~np.all(np.isfinite(angles), axis=1)))
         raise InputError(
@@ -239,6 +249,7 @@ def simulate_to_folder(
         "seed": options.seed,
         "initial_angles_rad": list(angles0),
         "parameters": truth,
+        "fixed_values_changed": changed,
     }
     written["truth"] = write_json_atomic(out / "truth.json", truth_doc)
     written["plot"] = _plot(out / "plot.png", t, measured, u_out, rig.channels, spec.name)
