@@ -80,12 +80,15 @@ def simulate(
     control: PathLike | None = None,
     overrides: dict[str, str] | None = None,
     out: PathLike | None = None,
+    engine: str | None = None,
 ) -> Simulation:
     """Simulate the spec's ``[simulation]`` scenario, as ``physid simulate`` does.
 
     ``duration`` and ``dt`` in s, ``noise`` the measurement noise std (rad, or m for the
     drop); None keeps the spec's value. ``control``: a CSV ``t,u`` of the motor voltage (V).
-    With ``out`` the files (log or poses, truth, plot) stay in that folder."""
+    With ``out`` the files (log or poses, truth, plot) stay in that folder. ``engine``
+    (pendulum, furuta): "tree" (rigid joints, the default estimator's model) or "spook"
+    (compliant hinges); None: the spec's ``[simulation] engine``, else its estimator."""
     from physid.rigs.models.kinds import SimulateOptions, kind_module
 
     spec = load_spec(spec, overrides)
@@ -93,7 +96,7 @@ def simulate(
     with tempfile.TemporaryDirectory(prefix="physid-simulate-") as tmp:
         folder = Path(out) if out is not None else Path(tmp)
         control_path = None if control is None else Path(control)
-        options = SimulateOptions(folder, duration, dt, noise, seed, control_path)
+        options = SimulateOptions(folder, duration, dt, noise, seed, control_path, engine)
         written = module.simulate(spec, options, _Lines(None))
         truth = json.loads((folder / "truth.json").read_text())
         if (folder / "log.csv").exists():

@@ -91,13 +91,15 @@ def test_simulate_then_identify_a_pendulum():
     """physid.simulate and physid.identify end to end: 1.5 s released from 3 rad, 1 mrad
     noise. J is identified to 1 % (measured 0.3 % at this length: the noise leaves ~0.3 % of
     std, and the 1 % bound is three of those)."""
-    sim = physid.simulate("pendulum", duration=1.5, noise=1e-3, seed=1)
-    assert sim.stream.channels == ("theta", "u") and len(sim.stream) == 1501
-    lines = []
-    # The SPOOK estimator, named: `physid simulate pendulum` is SPOOK's simulator (the
-    # default estimator, the tree, is tested on its own data in tests/pipeline).
+    # The SPOOK estimator, named; a spec that names it also simulates with SPOOK's
+    # compliant hinge (the default estimator, the tree, and its own simulator:
+    # tests/rigs/test_simulate_identify.py).
     spec = physid.load_spec("pendulum")
     spec = dataclasses.replace(spec, method={**spec.method, "estimator": "spook"})
+    sim = physid.simulate(spec, duration=1.5, noise=1e-3, seed=1)
+    assert sim.truth["engine"] == "spook"
+    assert sim.stream.channels == ("theta", "u") and len(sim.stream) == 1501
+    lines = []
     est = physid.identify(spec, sim.stream, progress=lines.append)
     true_j = sim.truth["parameters"]["J"]
     assert est.converged and abs(est.values["J"] / true_j - 1) < 0.01
