@@ -34,7 +34,7 @@ def test_identify_recovers_what_simulate_pendulum_wrote(tmp_path):
     done = run_physid("identify", "pendulum", sim / "log.csv", "--out", fit)
     assert done.returncode == 0, done.stderr
     estimate = json.loads((fit / "estimate.json").read_text())
-    assert estimate["converged"] and "tree" in estimate["solver"]
+    assert estimate["converged"] and estimate["settings"]["estimator"] == "tree"
     assert estimate["validation"]["verdict"] == "good fit", estimate["validation"]["summary"]
     z = {
         name: (p["value"] - truth["parameters"][name]) / p["std"]
