@@ -108,6 +108,10 @@ def run_simulation(rig: HingedRig, truth: dict, angles0, u: np.ndarray, h: float
 # friction at the static load), or "spook", Marklund et al.'s (compliant hinges, dry friction
 # proportional to the hinge loads).
 ENGINES = ("tree", "spook")
+ENGINE_TEXT = {
+    "tree": "rigid joints, the tree estimator's integrator",
+    "spook": "SPOOK, compliant hinges",
+}
 
 # Values only SPOOK's compliant hinges read (compliance, damping time, the sticking's
 # creep): a rigid-joint simulation has none, so they are not part of its truth.
@@ -168,6 +172,21 @@ def _tree_rollout(tree, make_params, h: float):
 # ------------------------------------------------------------------ physid simulate
 
 
+def changed_fixed_values(spec: RigSpec, rig, truth: dict, console) -> list[str]:
+    """The fixed values (not parameters) that ``[simulation.truth]`` changes, noted on the
+    console: `physid identify` with this spec would hold them at the spec's values, a model
+    error no std covers (the sample's manifest sets them: ``set``, docs/pipeline.md)."""
+    changed = sorted(k for k, v in truth.items() if k not in spec.parameters and v != rig.values[k])
+    if changed:
+        listed = ", ".join(f"{k} = {truth[k]:g} {rig.parameter_units[k]}" for k in changed)
+        console.print(
+            f"note: [simulation.truth] changes fixed values of {spec.name}: {listed}; "
+            "identify the log with a spec that fixes them so (a copy of the spec, or a "
+            "manifest's set)"
+        )
+    return changed
+
+
 def simulate_to_folder(
     spec: RigSpec,
     rig,
@@ -205,16 +224,7 @@ def simulate_to_folder(
         truth = {k: v for k, v in truth.items() if not spook_only(k)}
     else:
         _, _, angles = run_simulation(rig, truth, angles0, u, h)
-    changed = sorted(k for k, v in truth.items() if k not in spec.parameters and v != rig.values[k])
-    if changed:
-        # `physid identify` with this spec would hold them at the spec's values: a model
-        # error no std covers. The sample's manifest sets them (`set`, docs/pipeline.md).
-        listed = ", ".join(f"{k} = {truth[k]:g} {rig.parameter_units[k]}" for k in changed)
-        console.print(
-            f"note: [simulation.truth] changes fixed values of {spec.name}: {listed}; "
-            "identify the log with a spec that fixes them so (a copy of the spec, or a "
-            "manifest's set)"
-        )
+    changed = changed_fixed_values(spec, rig, truth, console)
     if not np.all(np.isfinite(angles)):
         bad = int(np.argmax(~np.all(np.isfinite(angles), axis=1)))
         raise InputError(
@@ -254,12 +264,6 @@ def simulate_to_folder(
     written["truth"] = write_json_atomic(out / "truth.json", truth_doc)
     written["plot"] = _plot(out / "plot.png", t, measured, u_out, rig.channels, spec.name)
     return written
-
-
-ENGINE_TEXT = {
-    "tree": "rigid joints, the tree estimator's integrator",
-    "spook": "SPOOK, compliant hinges",
-}
 
 
 def _plot(path: Path, t, angles, u, channels, title) -> Path:
