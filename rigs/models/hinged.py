@@ -180,7 +180,8 @@ def changed_fixed_values(spec: RigSpec, rig, truth: dict, console) -> list[str]:
     if changed:
         listed = ", ".join(f"{k} = {truth[k]:g} {rig.parameter_units[k]}" for k in changed)
         console.print(
-            f"note: [simulation.truth] changes fixed values of {spec.name}: {listed}; "
+            # "\\[": a literal bracket for rich, which reads "[simulation.truth]" as a style.
+            f"note: \\[simulation.truth] changes fixed values of {spec.name}: {listed}; "
             "identify the log with a spec that fixes them so (a copy of the spec, or a "
             "manifest's set)"
         )
