@@ -137,3 +137,11 @@ def test_simulate_reports_a_bad_override_without_traceback(tmp_path):
     assert run.returncode == 2
     assert "furuta.toml" in run.stderr and "l9" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_simulate_help_names_the_engines(capsys):
+    status = run(["simulate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert status == 0
+    for text in ("--engine", '"tree"', '"spook"', "[simulation] engine", "[method] estimator"):
+        assert text in out, text
