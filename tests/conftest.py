@@ -1,14 +1,41 @@
-"""Shared test setup: JAX in float64 before anything imports it."""
+"""Shared test setup: JAX in float64 and one persistent compilation cache for the whole test
+run, both before anything imports or compiles with JAX."""
+
+import os
+import shutil
+import tempfile
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
 
+# ---------------------------------------------------------------------------- one compilation cache
+
+# One persistent JAX compilation cache for the test run, in a fresh temporary folder: the CLI
+# subprocesses, Dask workers and the test process itself (tests that rebuild a jitted closure,
+# or run in-process what a worker compiled before) reuse each other's compilations, and tests
+# never read or fill the user's ~/.cache/physid/jax. It starts empty, as on CI, so that local
+# timings are CI's. It must be on before the first compilation: JAX decides once per process,
+# at its first compilation, whether that process uses the cache. A PHYSID_JAX_CACHE set by the
+# caller is kept (a folder to reuse across runs, or `off`).
+_OWN_CACHE = None
+if "PHYSID_JAX_CACHE" not in os.environ:
+    _OWN_CACHE = tempfile.mkdtemp(prefix="physid-test-jax-")
+    os.environ["PHYSID_JAX_CACHE"] = _OWN_CACHE  # inherited by every subprocess and worker
+
+from physid.rigs.models.identify_hinged import enable_compilation_cache  # noqa: E402
+
+enable_compilation_cache()
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE is not None:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+
+
 # ------------------------------------------------------------------------------ the console script
 
-import os  # noqa: E402
-import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
