@@ -1,6 +1,7 @@
 """The Jacobian blocks of a hinged rig (Appendix B) are the derivatives of the residuals: the
 three ways of pushing tangents (all at once, per step, per part) agree to round-off, and the
-blocks match central finite differences of the residuals along random directions."""
+blocks (dynamics, encoder and marker observations, initial state) match central finite
+differences of the residuals along random directions."""
 
 from __future__ import annotations
 
@@ -8,35 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from physid.estimation.hinged_problem import HingedProblem, _Model
-from physid.estimation.initialize import initial_states, smooth_angles
-from physid.rigs.models import furuta
-from physid.rigs.models.hinged import run_simulation
-from physid.spec import load_spec
-
-NAMES = ("J_Azz", "J_Byy", "b1", "b2", "K", "mu1", "mu2", "tilt_x", "tilt_z")
+from physid.estimation.hinged_problem import _Model
+from tests.estimation.driven_furuta import driven_furuta as _driven_furuta
 
 
 @pytest.fixture(scope="module")
 def driven_furuta():
-    """A driven Furuta (motor, dry and viscous friction, tilt) off its fitted states and θ,
-    so that every block is non-trivial."""
-    spec = load_spec("furuta")
-    rig = furuta.build(spec)
-    h, n = 1e-3, 40
-    u = 2.0 * np.sin(np.arange(n) * h * 40.0)
-    truth = dict(rig.values, K=0.15, mu1=5e-4, mu2=2e-4, tilt_x=0.01, tilt_z=-0.02)
-    _, _, ang = run_simulation(rig, truth, [0.3, np.pi - 0.4], u, h)
-    y = ang + np.random.default_rng(1).normal(0.0, 1e-3, ang.shape)
-    scale = np.array([0.003, 0.004, 1e-3, 1e-4, 0.15, 5e-4, 2e-4, 0.01, 0.02])
-    lo, hi = np.full(len(NAMES), -10.0), np.full(len(NAMES), 10.0)
-    prob = HingedProblem(rig, NAMES, scale, lo, hi, y, np.ones_like(y), u, h, 1e3)
-    X = initial_states(rig, smooth_angles(np.arange(n + 1) * h, y), h)
-    rng = np.random.default_rng(2)
-    # Move the states off the constraint manifold so the hinges carry impulses.
-    X = prob.retract(X, 1e-4 * rng.standard_normal((n + 1, prob.d)))
-    theta = np.array([1.2, 0.9, 1.1, 0.8, 1.3, 1.5, 0.7, 1.0, -1.0])
-    return prob, X, theta
+    """A driven Furuta with encoders and camera markers (tests/estimation/driven_furuta.py),
+    shared with test_markers.py's check of the marker rows: one compiled model for both."""
+    return _driven_furuta()
 
 
 # Each case compiles three models (the joint one 52 s on the 2-core AMD EPYC VM, the test run's

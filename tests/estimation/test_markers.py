@@ -4,24 +4,18 @@ tangent-space Jacobian against central finite differences."""
 from __future__ import annotations
 
 import cv2
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from physid.estimation.hinged_problem import HingedProblem
-from physid.estimation.initialize import initial_states
 from physid.estimation.markers import (
     MarkerObservations,
     pixels_on_grid,
     project_fisheye,
     project_pinhole,
 )
-from physid.rigs.models import furuta
-from physid.spec import load_spec
+from tests.estimation.driven_furuta import D_FISHEYE, MARKER_SIGMA, K, driven_furuta
 
-K = np.array([[610.0, 0.0, 642.5], [0.0, 605.0, 358.0], [0.0, 0.0, 1.0]])
-D_FISHEYE = np.array([0.041, -0.012, 0.0031, -0.0007])  # GoPro-like equidistant k1..k4
 D_PINHOLE = np.array([-0.21, 0.05, 1.2e-3, -8e-4, -4e-3])  # k1 k2 p1 p2 k3
 
 
@@ -50,40 +44,16 @@ def test_pinhole_projection_matches_opencv():
     np.testing.assert_allclose(ours, ref[:, 0], rtol=0, atol=1e-8)  # as above
 
 
-def _furuta_problem(n=6):
-    """A Furuta problem with 3 markers (two on the pendulum, one on the arm) seen by a
-    fisheye camera 0.6 m away; observations present on alternate steps."""
-    spec = load_spec("furuta")
-    rig = furuta.build(spec)
-    rng = np.random.default_rng(2)
-    angles = np.stack([np.linspace(0.1, 0.6, n), np.linspace(2.0, 2.9, n)], 1)
-    X = initial_states(rig, angles, 1e-3)
-    # Perturb velocities and positions so that no residual sits at a special point.
-    X = (X[0] + 1e-4 * rng.normal(size=X[0].shape), X[1], X[2] + 0.1 * rng.normal(size=X[2].shape))
-    R_cw, _ = cv2.Rodrigues(np.array([0.3, -0.2, 0.1]))
-    mk = MarkerObservations(
-        body=(1, 1, 0),
-        points=np.array([[0.05, 0.0, 0.01], [-0.03, 0.01, 0.0], [0.08, 0.0, 0.02]]),
-        K=K,
-        D=D_FISHEYE,
-        R_cw=R_cw,
-        t_cw=np.array([0.02, 0.05, 0.6]),
-        uv=rng.uniform(300, 900, (n, 3, 2)),
-        weight=np.where(np.arange(n)[:, None] % 2 == 0, 1 / 0.3**2, 0.0) * np.ones((1, 3)),
-    )
-    names = ("J_Azz", "J_Byy")
-    scale = np.array([0.003, 0.004])
-    y = np.asarray(jax.vmap(lambda r, e: rig.observe((r, e)))(X[0], X[1]))
-    prob = HingedProblem(
-        rig, names, scale, np.zeros(2), np.full(2, 10.0), y, np.ones_like(y), np.zeros(n - 1),
-        1e-3, 100.0, mk, 1e-3,
-    )  # fmt: skip
-    return prob, X
+@pytest.fixture(scope="module")
+def furuta_problem():
+    """The driven Furuta of tests/estimation/driven_furuta.py: 3 markers (two on the pendulum,
+    one on the arm) seen by a fisheye camera 0.6 m away on alternate steps. The same problem
+    (and compiled model) as test_jacobian_tangents.py's."""
+    return driven_furuta()
 
 
-def test_marker_rows_jacobian_matches_finite_differences():
-    prob, X = _furuta_problem()
-    theta = np.ones(2)
+def test_marker_rows_jacobian_matches_finite_differences(furuta_problem):
+    prob, X, theta = furuta_problem
     lin = prob.linearize(X, theta)
     n, mo, d = np.shape(lin.obs_A)
     assert mo == 2 + 2 * 3  # two encoders, then (u, v) of three markers
@@ -103,8 +73,8 @@ def test_marker_rows_jacobian_matches_finite_differences():
     assert lin.obs_present[0, 2:].all() and not lin.obs_present[1, 2:].any()
 
 
-def test_marker_residual_is_weighted_pixel_error():
-    prob, X = _furuta_problem()
+def test_marker_residual_is_weighted_pixel_error(furuta_problem):
+    prob, X, theta = furuta_problem
     mk = prob.markers
     px = prob.marker_pixels(X)
     r, e = np.asarray(X[0]), np.asarray(X[1])
@@ -118,9 +88,9 @@ def test_marker_residual_is_weighted_pixel_error():
         rvec, _ = cv2.Rodrigues(mk.R_cw)
         ref, _ = cv2.fisheye.projectPoints(pw[:, None], rvec, mk.t_cw, mk.K, mk.D)
         np.testing.assert_allclose(px[k], ref[:, 0], atol=1e-7)  # round-off on ~10³ px
-    obs = prob.residuals(X, np.ones(2))[1]
-    # σ_ref² / σ_px² weighting: √(1e-6 / 0.09) · (π − uv) on observed steps, 0 elsewhere.
-    want = np.sqrt(1e-6 / 0.09) * (px[0] - mk.uv[0]).reshape(-1)
+    obs = prob.residuals(X, theta)[1]
+    # σ_ref² / σ_px² weighting: √(1e-6 / 0.3²) · (π − uv) on observed steps, 0 elsewhere.
+    want = np.sqrt(1e-6 / MARKER_SIGMA**2) * (px[0] - mk.uv[0]).reshape(-1)
     np.testing.assert_allclose(obs[0, 2:], want, rtol=1e-12)
     assert np.all(obs[1, 2:] == 0)
 
