@@ -1,6 +1,6 @@
-"""The midpoint variational integrator on trees (Caldwell et al., eqs. 2–5): known periods,
-bounded energy error, second-order convergence to an independent ODE solver, and a residual
-form that agrees with the step it describes."""
+"""The midpoint variational integrator on trees (Caldwell et al., eqs. 2–5): the known periods
+of a double pendulum's normal modes, bounded energy error, second-order convergence to an
+independent ODE solver, and a residual form that agrees with the step it describes."""
 
 import jax
 import jax.numpy as jnp
@@ -88,52 +88,75 @@ def _run(params, q0, qd0, u, h):
     each step [k·CHUNK] and each step's residual [k·CHUNK, 4]."""
     # Strongly typed float64 arrays: a weakly typed one (jnp.full of a Python float) would be
     # another signature for the jit cache, and another ~15 s compilation.
-    params, u = jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.float64), (params, u))
-    p0 = variational.momentum(CHAIN, params, q0, qd0)
-    q, p, energy, residual = [jnp.asarray(q0)[None]], [p0[None]], [], []
-    for chunk in jnp.split(u, len(u) // CHUNK):
+    params = jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.float64), params)
+    q0, qd0 = (jnp.asarray(x, dtype=jnp.float64) for x in (q0, qd0))
+    p0 = _momentum(params, q0, qd0)
+    q, p, energy, residual = [np.asarray(q0)[None]], [np.asarray(p0)[None]], [], []
+    # Split and joined in NumPy: jnp.split and jnp.concatenate compile once per chunk count.
+    for chunk in np.split(np.asarray(u, dtype=np.float64), len(u) // CHUNK):
         out = _chunk(params, q[-1][-1], p[-1][-1], chunk, h)
         for store, value in zip((q, p, energy, residual), out, strict=True):
-            store.append(value)
-    return tuple(jnp.concatenate(x) for x in (q, p, energy, residual))
+            store.append(np.asarray(value))
+    return tuple(np.concatenate(x) for x in (q, p, energy, residual))
+
+
+@jax.jit
+def _momentum(params, q, qd):
+    return variational.momentum(CHAIN, params, q, qd)
 
 
 def _chain_params(**dof_values):
     return _chain(2, actuated=True, **dof_values)[1]
 
 
-def test_small_swings_have_the_physical_pendulum_period():
-    tree, params = _chain(1)
-    length, mass = 0.3, 0.2
-    inertia_about_hinge = mass * length**2 / 12 + mass * (length / 2) ** 2
-    period = 2 * np.pi * np.sqrt(inertia_about_hinge / (mass * G * length / 2))
-    h = 1e-3
-    steps = int(round(10 * period / h))
-    q, _ = jax.jit(variational.rollout, static_argnums=0)(
-        tree, params, jnp.array([0.01]), jnp.zeros(1), jnp.zeros((steps, 0)), h
-    )
-    angle = np.asarray(q[:, 0])
-    up = np.flatnonzero((angle[:-1] < 0) & (angle[1:] >= 0))
-    crossings = (up + angle[up] / (angle[up] - angle[up + 1])) * h
-    measured = np.mean(np.diff(crossings))
-    # Midpoint phase error (ωh)²/24 ≈ 4e-6 and the 0.01 rad amplitude's θ₀²/16 ≈ 6e-6: 1e-4
-    # leaves room for the zero-crossing interpolation, and a wrong inertia or lever arm (≥ 1 %)
-    # fails.
-    assert measured == pytest.approx(period, rel=1e-4)
-
-
-# 40 s on CI's cores (a long chaotic run): with -m slow. The default run keeps the energy
-# behaviour of the symplectic tree step over 1000 periods (test_tree_physics.py).
-@pytest.mark.slow
-def test_energy_error_stays_bounded_on_a_chaotic_double_pendulum():
-    params = _chain_params()  # no friction; the motor's input is zero and it has no back-EMF
-    params = params.__class__(
+def _free_chain_params():
+    """The two-link chain without friction, and its motor without back-EMF (k_m = 0): no
+    force but gravity acts when its input is zero."""
+    params = _chain_params()
+    return params.__class__(
         params.bodies,
         params.joints,
         params.dofs,
         params.actuators.__class__(params.actuators.gear, jnp.zeros(1), params.actuators.Rm),
         params.gravity,
     )
+
+
+@pytest.mark.parametrize(
+    ("mode", "h", "chunks"), [(0, 4e-3, 8), (1, 2e-3, 6)], ids=["in-phase", "anti-phase"]
+)
+def test_small_swings_have_the_double_pendulums_normal_mode_periods(mode, h, chunks):
+    """Released from rest on a normal mode of its linearization, the chain swings at that
+    mode's period. Known answer by hand, in absolute link angles a: two uniform rods of mass m
+    and length l, M = m l² [[4/3, 1/2], [1/2, 1/3]] and K = m g l diag(3/2, 1/2), so ω² are
+    the eigenvalues of M⁻¹K (4.89 and 13.12 rad/s for these rods). The midpoint rule on that
+    linear system swings at ω_h = (2/h) atan(ωh/2), exactly: the period checked."""
+    length, mass = 0.3, 0.2
+    M = mass * length**2 * np.array([[4 / 3, 1 / 2], [1 / 2, 1 / 3]])
+    K = mass * G * length * np.diag([3 / 2, 1 / 2])
+    omega2, shapes = np.linalg.eig(np.linalg.solve(M, K))
+    order = np.argsort(omega2)
+    omega, shape = np.sqrt(omega2[order[mode]]), shapes[:, order[mode]]
+    relative = np.array([shape[0], shape[1] - shape[0]])  # the hinges' angles: a₁, a₂ − a₁
+    q0 = 0.005 * relative / np.abs(relative).max()
+    steps = chunks * CHUNK  # 3 periods of the mode
+    q, *_ = _run(_free_chain_params(), jnp.asarray(q0), jnp.zeros(2), jnp.zeros((steps, 1)), h)
+    angle = np.asarray(q[:, 0])
+    up = np.flatnonzero((angle[:-1] < 0) & (angle[1:] >= 0))
+    crossings = (up + angle[up] / (angle[up] - angle[up + 1])) * h
+    measured = np.mean(np.diff(crossings))
+    omega_h = 2 / h * np.arctan(omega * h / 2)  # the midpoint rule's (ωh)²/12 ≈ 3e-5 longer
+    # The 5 mrad amplitude's nonlinear shift is ≲ 1e-5 and the linear interpolation of a
+    # crossing (where the curvature vanishes) is O((ωh)³): 1e-4 leaves room for both, and a
+    # wrong inertia, lever arm or coupling between the links (≥ 1 %, a 5e-3 change of ω) fails.
+    assert measured == pytest.approx(2 * np.pi / omega_h, rel=1e-4)
+
+
+# 40 s on CI's cores (a long chaotic run): with -m slow. The default run keeps the energy
+# behaviour of the symplectic tree step over 1000 periods (test_tree_physics.py).
+@pytest.mark.slow
+def test_energy_error_stays_bounded_on_a_chaotic_double_pendulum():
+    params = _free_chain_params()  # the motor's input is zero
     h, steps = 2e-3, 160 * CHUNK  # 40 s: about 40 swings of a chaotic motion
     q0, qd0 = jnp.array([2.0, -1.0]), jnp.zeros(2)
     _, _, energy, _ = _run(params, q0, qd0, jnp.zeros((steps, 1)), h)
@@ -183,4 +206,4 @@ def test_the_step_residual_vanishes_on_the_steps_it_describes():
     *_, residual = _run(params, jnp.array([0.3, 0.2]), jnp.zeros(2), u, h)
     # The step solves the first row to 1e-12 rad in q (Newton's stop), which leaves a momentum
     # residual of ~|M_{k+1}| · 1e-12 ≈ 1e-14 N m s; 1e-11 is round-off with margin.
-    assert float(jnp.max(jnp.abs(residual))) < 1e-11
+    assert float(np.max(np.abs(residual))) < 1e-11
