@@ -1,0 +1,164 @@
+"""Parametric bootstrap of a fit's parameters (issue 24: an uncertainty that covers the truth).
+
+The identified model's own prediction of the data, re-noised with the measurement noise, is
+fitted again B times; the spread of the refits is the parameters' uncertainty. It needs no
+linearization, so it holds where the linearized covariance does not: for the ellipse drop's
+NLP (27) the implicit-function-theorem covariance of ``ipopt_contact.parameter_covariance``
+depends on IPOPT's barrier weights on degenerate complementarity rows and jumps by factors
+between fits of nearly the same data (docs/planar-contact.md, *Uncertainty*).
+
+Each refit starts from the fit's own primal-dual point (``ipopt_contact.warm_refit_solver``),
+on the same NLP (grid, penalty weights, surfaces) with only the data changed, so it follows
+the fit's basin of the nonconvex problem: the bootstrap measures how the estimate moves with
+the noise, not how far another local minimum lies.
+
+``parametric_bootstrap`` is the generic loop (draws, refit callable, progress);
+``contact_bootstrap`` applies it to a ``ContactFit``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from physid.estimation.ipopt_contact import ContactFit, refit, warm_refit_solver
+
+# Fewest successful refits for a std: with fewer the spread's own relative error,
+# 1/sqrt(2 (n - 1)), exceeds 0.3.
+MIN_DRAWS = 6
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Refits of re-noised copies of a fit's prediction.
+
+    ``names``: the parameters; ``draws`` [B, P] their refitted values (NaN where a refit
+    failed); ``success`` [B]; ``std`` [P] the sample std over the successful refits (inf
+    where fewer than ``MIN_DRAWS`` succeeded); ``interval`` [P, 2] the central 95 %
+    percentile interval of the refits, ``interval_68`` [P, 2] the central 68 % one (half its
+    width is a std robust to a few refits that left the basin); ``noise`` the std of the
+    noise added per channel; ``seed``; ``iterations`` [B]; ``wall_s`` and ``cpu_s`` of the
+    whole bootstrap."""
+
+    names: tuple[str, ...]
+    draws: np.ndarray
+    success: np.ndarray
+    std: np.ndarray
+    interval: np.ndarray
+    interval_68: np.ndarray
+    noise: np.ndarray
+    seed: int
+    iterations: np.ndarray
+    wall_s: float
+    cpu_s: float
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Plain lists for estimate.json."""
+        ok = self.success
+        return {
+            "method": "parametric bootstrap: the fit's prediction of the frames re-noised "
+            "with the noise below, refitted from the fit's solution (warm-started IPOPT); "
+            "std = sample std of the successful refits",
+            "parameters": list(self.names),
+            "draws_requested": int(len(self.success)),
+            "draws_succeeded": int(ok.sum()),
+            "seed": self.seed,
+            "noise_std": self.noise.tolist(),
+            "std": [float(v) if np.isfinite(v) else None for v in self.std],
+            "mean": [float(v) for v in np.nanmean(self.draws[ok], axis=0)] if ok.any() else None,
+            "interval_95": self.interval.tolist(),
+            "interval_68": self.interval_68.tolist(),
+            "draws": [[float(v) for v in row] for row in self.draws],
+            "iterations_median": float(np.median(self.iterations)) if len(ok) else None,
+            "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
+        }
+
+
+def parametric_bootstrap(
+    mean: np.ndarray,
+    noise: np.ndarray,
+    refit_fn: Callable[[np.ndarray], tuple[np.ndarray, bool, int]],
+    names: tuple[str, ...],
+    draws: int,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Bootstrap:
+    """Refit ``draws`` copies of the model's prediction ``mean`` [n, c] with independent
+    Gaussian noise of std ``noise`` [c] per channel added.
+
+    ``refit_fn(y)`` returns (parameter values [P], success, iterations) for data y; the
+    noise comes from ``numpy.random.default_rng(seed)``, so the draws are reproducible.
+    ``progress(done, total)`` is called after each refit."""
+    if draws < 1:
+        raise ValueError(f"the bootstrap needs at least one draw, got {draws}")
+    mean = np.asarray(mean, float)
+    noise = np.broadcast_to(np.asarray(noise, float), mean.shape[1:])
+    rng = np.random.default_rng(seed)
+    t0, c0 = time.perf_counter(), time.process_time()
+    values = np.full((draws, len(names)), np.nan)
+    success = np.zeros(draws, bool)
+    iterations = np.zeros(draws, int)
+    for b in range(draws):
+        y = mean + rng.standard_normal(mean.shape) * noise
+        v, ok, its = refit_fn(y)
+        values[b], success[b], iterations[b] = v, ok, its
+        if progress is not None:
+            progress(b + 1, draws)
+    good = values[success]
+    if len(good) >= MIN_DRAWS:
+        std = np.std(good, axis=0, ddof=1)
+        interval = np.percentile(good, [2.5, 97.5], axis=0).T
+        interval_68 = np.percentile(good, [16.0, 84.0], axis=0).T
+    else:
+        std = np.full(len(names), np.inf)
+        interval = interval_68 = np.full((len(names), 2), np.nan)
+    return Bootstrap(
+        tuple(names),
+        values,
+        success,
+        std,
+        interval,
+        interval_68,
+        np.asarray(noise, float),
+        int(seed),
+        iterations,
+        time.perf_counter() - t0,
+        time.process_time() - c0,
+    )
+
+
+def contact_bootstrap(
+    fit: ContactFit,
+    sigma: np.ndarray,
+    draws: int,
+    seed: int = 0,
+    noise_scale: float = 1.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Bootstrap:
+    """Parametric bootstrap of the ellipse drop's NLP fit: J/m (m^2) and mu.
+
+    The data model is the fit's own trajectory at the frames, ``fit.q[fit.frame_index]``
+    (the identified J/m and mu with their contact impulses: it meets the dynamics (16)-(17)
+    exactly), plus white noise of std ``sigma`` (sigma_pos, sigma_pos, sigma_theta: m, m,
+    rad) times ``noise_scale`` (the residuals' excess over the stated noise, sqrt(s^2),
+    where it exceeds 1). A refit counts when IPOPT passed a convergence test (its own or
+    the parameter-settling one) and J/m is not on its bound."""
+    warm = warm_refit_solver(fit.problem)
+    lo, hi = warm.lbx[0], warm.ubx[0]
+    a2 = fit.j_over_m / float(fit.x[0])  # J/m = r_hat a^2
+
+    def one(y: np.ndarray) -> tuple[np.ndarray, bool, int]:
+        sol = refit(warm, fit, y)
+        r_hat = float(sol["parts"]["r_hat"])
+        inside = lo * (1 + 1e-6) < r_hat < hi * (1 - 1e-6)
+        return np.array([r_hat * a2, float(sol["parts"]["mu"])]), sol["success"] and inside, \
+            sol["iterations"]  # fmt: skip
+
+    mean = fit.q[fit.frame_index]
+    noise = np.asarray(sigma, float) * max(float(noise_scale), 1.0)
+    return parametric_bootstrap(mean, noise, one, ("J_over_m", "mu"), draws, seed, progress)
