@@ -1,0 +1,96 @@
+"""Coverage of the ellipse drop's std (issue 24): the Section 6.1 throw (0.4 s at 120 fps,
+IRC truth) identified from independent noise draws (1 mm, 1 mrad), and the fraction of
+errors within 1 and 2 std per parameter class for the NLP's linearized std and for the
+parametric bootstrap (``[method] covariance = "bootstrap"``).
+
+    python benchmarks/bench_drop_coverage.py [--case sliding|no-slip] [--seeds 20]
+        [--first-seed 0] [--draws 20] [--jsonl rows.jsonl]
+    python benchmarks/bench_drop_coverage.py --load rows.jsonl [--load more.jsonl]
+
+The issue asks 60-76 % within 1 std and at least 95 % within 2 std per class. Also prints
+the cost of a fit and of its bootstrap (wall and CPU, medians over the datasets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from physid.rigs.pipeline.drop_coverage import NO_SLIP, SLIDING, drop_coverage, run_drop_case
+
+
+def print_table(rows: list[dict]) -> None:
+    table = drop_coverage(rows)
+    print(f"{'std':<11} {'class':<15} {'n':>3} {'flagged':>7} {'within 1':>9} {'within 2':>9} "
+          f"{'median |z|':>10}")  # fmt: skip
+    for which, classes in table.items():
+        for cls, r in classes.items():
+            print(f"{which:<11} {cls:<15} {r['n']:>3} {r['flagged']:>7} "
+                  f"{r['within_1_std']:>9.0%} {r['within_2_std']:>9.0%} "
+                  f"{r['median_abs_z']:>10.2f}")  # fmt: skip
+    for key, label in (("J_over_m", "J/m (mm^2)"), ("mu", "mu")):
+        unit = 1e6 if key == "J_over_m" else 1.0
+        err = np.array([r["values"][key] - r["truth"][key] for r in rows]) * unit
+        lin = [r["std_linearized"][key] for r in rows if r["std_linearized"][key] is not None]
+        boot = [r["std_bootstrap"][key] for r in rows if r["std_bootstrap"][key] is not None]
+        print(f"{label}: error mean {err.mean():+.3g}, spread (std over datasets) "
+              f"{err.std(ddof=1):.3g}; median std linearized "
+              f"{np.median(lin) * unit if lin else float('nan'):.3g}, bootstrap "
+              f"{np.median(boot) * unit if boot else float('nan'):.3g}")  # fmt: skip
+    med = {k: float(np.median([r[k] for r in rows])) for k in
+           ("fit_wall_s", "fit_cpu_s", "bootstrap_wall_s", "bootstrap_cpu_s",
+            "refit_iterations_median")}  # fmt: skip
+    draws = rows[0]["draws"]
+    print(f"cost per dataset (medians): fit {med['fit_wall_s']:.1f} s wall / "
+          f"{med['fit_cpu_s']:.1f} s CPU; bootstrap of {draws} refits "
+          f"{med['bootstrap_wall_s']:.1f} s wall / {med['bootstrap_cpu_s']:.1f} s CPU "
+          f"({med['bootstrap_cpu_s'] / draws:.2f} s CPU and "
+          f"{med['refit_iterations_median']:.0f} IPOPT iterations a refit); "
+          f"bootstrap/fit CPU {med['bootstrap_cpu_s'] / med['fit_cpu_s']:.1f}x")  # fmt: skip
+    failed = sum(r["draws"] - r["draws_succeeded"] for r in rows)
+    print(
+        f"refits failed: {failed} of {sum(r['draws'] for r in rows)}; "
+        f"fits that slide: {sum(r['slides'] for r in rows)} of {len(rows)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=("sliding", "no-slip"), default="sliding")
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--jsonl", help="append each seed's row to this file as it is done")
+    parser.add_argument("--load", action="append", help="print the table of rows in JSONL files")
+    args = parser.parse_args()
+    if args.load:
+        rows = []
+        for path in args.load:
+            with open(path) as fh:
+                rows += [json.loads(line) for line in fh if line.strip()]
+        print_table(rows)
+        return
+    case = replace(SLIDING if args.case == "sliding" else NO_SLIP, draws=args.draws)
+    print(f"case {args.case}: {case}; load average {os.getloadavg()}")
+    start = time.perf_counter()
+    rows = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        row = run_drop_case(case, [seed], print)[0]
+        rows.append(row)
+        if args.jsonl:
+            with open(args.jsonl, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+    print(
+        f"{len(rows)} datasets in {time.perf_counter() - start:.0f} s wall; "
+        f"load average {os.getloadavg()}"
+    )
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
