@@ -843,6 +843,12 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     covariance_used = "output error" if accepted else "bootstrap" if boot else "linearized"
     if boot is not None:
         ident["covariance"]["bootstrap"] = boot.to_dict()
+    ident["covariance_source"] = {  # the report's sentence under the correlation matrix
+        "output error": "the output-error fit's covariance (Gauss-Newton, with batch means)",
+        "bootstrap": f"the spread of the parametric bootstrap's "
+        f"{int(boot.success.sum()) if boot else 0} refits of the NLP",
+        "linearized": "the NLP's linearized covariance (implicit function theorem)",
+    }[covariance_used]
     ident["nlp_values"] = {"J_over_m": fit.j_over_m, "mu": fit.mu}
     ident["impacts_seen_in_frames"] = context.get("impacts_seen", [])
     n_frames = len(fit.frame_index)

@@ -126,6 +126,9 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     for key in ("frame_t", "frame_x", "frame_y", "frame_theta"):
         assert isinstance(extra[key], list) and len(extra[key]) == n_frames
     assert max(extra["cn"]) > 0.1  # N s: the first impact, m * ~4.5 m/s at 64 g is 0.29
+    # the default covariance is the linearized one, and estimate.json says which gave the std
+    assert extra["covariance"]["used"] in ("linearized", "output error")
+    assert extra["covariance"]["bootstrap_requested"] is False
 
 
 def test_no_slip_throw_identifies_j_over_m_with_a_sharp_bootstrap_std(tmp_path):
@@ -150,6 +153,7 @@ def test_no_slip_throw_identifies_j_over_m_with_a_sharp_bootstrap_std(tmp_path):
     used = data["extra"]["covariance"]
     assert used["used"] == "bootstrap" and used["draws"] == 8 and used["draws_succeeded"] >= 6
     assert "parametric bootstrap" in data["validation"]["std_covers"]
+    assert "bootstrap" in data["identifiability"]["covariance_source"]
     boot = data["identifiability"]["covariance"]["bootstrap"]
     assert len(boot["draws"]) == 8 and boot["std"][0] == pytest.approx(jm["std"])
 
