@@ -120,6 +120,10 @@ def run_drop_case(
             },
             "slides": slides,
             "status": fit.status,
+            "bootstrap_mean": {
+                "J_over_m": finite(np.nanmean(boot.draws[boot.success, 0])),
+                "mu": finite(np.nanmean(boot.draws[boot.success, 1])),
+            },
             "draws_succeeded": int(boot.success.sum()),
             "draws": case.draws,
             "refit_iterations_median": float(np.median(boot.iterations)),
