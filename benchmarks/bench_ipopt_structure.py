@@ -67,7 +67,10 @@ def run(duration: float, structure: str, repeats: int, max_iter: int = 500, modu
         t0 = time.perf_counter()
         p = module.build_nlp(t_m, q_m, geometry, settings)
         t1, c1 = time.perf_counter(), time.process_time()
-        sol = p.solver(x0=p.x0, lbx=p.lbx, ubx=p.ubx, lbg=p.lbg, ubg=p.ubg)
+        # the step-wise NLP takes the poses as its parameter (since issue 24's bootstrap)
+        data_p = getattr(p, "p", None)
+        data_p = [] if data_p is None else data_p
+        sol = p.solver(x0=p.x0, p=data_p, lbx=p.lbx, ubx=p.ubx, lbg=p.lbg, ubg=p.ubg)
         t2, c2 = time.perf_counter(), time.process_time()
         builds.append(t1 - t0)
         solves.append(t2 - t1)
