@@ -4,8 +4,9 @@ identified) fitted from 20 independent noise draws (1 mm, 1 mrad), with the NLP'
 linearized std and the parametric bootstrap's (20 refits each);
 ``benchmarks/bench_drop_coverage.py`` prints the same table (``rigs.pipeline.drop_coverage``).
 
-Measured 2026-11-26 (the benchmark, seeds 0-19, the same computation; ~30 s CPU a dataset,
-~10 min CPU in all): within 1 / 2 std, bootstrap J/m 65 / 95 %, restitution 75 / 100 %
+Measured 2026-11-26 (`-m slow`: 3 passed, 1 xfailed in 2205 s wall, 674 s CPU at load
+9-12; the benchmark's seeds 0-19 gave the same table): within 1 / 2 std, bootstrap J/m
+65 / 95 %, restitution 75 / 100 %
 (both in the issue's band), μ 35 / 65 % (not: two fits in another basin and a +0.005 bias);
 linearized J/m 80 / 95 %, μ 55 / 85 %, its J/m std from 2.8 mm² to 10.8 m² over the 20
 datasets. docs/validation.md, "The ellipse drop's std".
