@@ -519,32 +519,8 @@ def refit(warm: _Problem, fit: ContactFit, q_m: np.ndarray) -> dict:
     point: (J/m m^2 through ``unpack``'s r_hat, the solution's parts, iterations, status,
     success) as ``_solve`` returns them, with ``cost_fit`` added."""
     problem = warm.with_data(q_m)
-    if problem.callback is not None:
-        problem.callback.reset()
-    t0 = time.perf_counter()
-    sol = problem.solver(
-        x0=fit.x,
-        lam_g0=fit.lam_g,
-        lam_x0=fit.lam_x,
-        p=problem.p,
-        lbx=problem.lbx,
-        ubx=problem.ubx,
-        lbg=problem.lbg,
-        ubg=problem.ubg,
-    )
-    wall = time.perf_counter() - t0
-    stats = problem.solver.stats()
-    x = np.array(sol["x"]).ravel()
-    settled = problem.callback is not None and problem.callback.stopped
-    return {
-        "x": x,
-        "parts": problem.unpack(x),
-        "cost_fit": problem.cost_fit(x),
-        "wall": wall,
-        "iterations": int(stats.get("iter_count", -1)),
-        "success": bool(stats.get("success", False)) or settled,
-        "status": "Parameters_Settled" if settled else str(stats.get("return_status", "")),
-    }
+    sol = _run(problem, x0=fit.x, lam_g0=fit.lam_g, lam_x0=fit.lam_x)
+    return {**sol, "cost_fit": problem.cost_fit(sol["x"])}
 
 
 def _fit_is_plausible(problem: _Problem, sol: dict) -> bool:
@@ -560,11 +536,18 @@ def _fit_is_plausible(problem: _Problem, sol: dict) -> bool:
 
 def _solve(problem: _Problem, x0: np.ndarray) -> dict:
     """Run IPOPT on ``problem`` from ``x0``; the solution, its parts and IPOPT's statistics."""
-    if problem.callback is not None:  # the solver may have run before (a restart)
+    return _run(problem, x0=x0)
+
+
+def _run(problem: _Problem, **start) -> dict:
+    """IPOPT on ``problem`` from ``start`` (x0, and for a warm start lam_g0, lam_x0): the
+    solution (x, multipliers, parts, objective f), wall time (s), iterations, success and
+    status (``Parameters_Settled`` where the callback stopped it)."""
+    if problem.callback is not None:  # the solver may have run before (a restart, a refit)
         problem.callback.reset()
     t0 = time.perf_counter()
     sol = problem.solver(
-        x0=x0, p=problem.p, lbx=problem.lbx, ubx=problem.ubx, lbg=problem.lbg, ubg=problem.ubg
+        **start, p=problem.p, lbx=problem.lbx, ubx=problem.ubx, lbg=problem.lbg, ubg=problem.ubg
     )
     wall = time.perf_counter() - t0
     stats = problem.solver.stats()
