@@ -22,6 +22,18 @@ from tests.rigs.test_simulate_cli import (
 pytestmark = pytest.mark.slow
 
 
+def tree_fit_z(fit, truth) -> dict:
+    """z of every identified parameter against the simulation's truth.json, after checking
+    the default (tree) fit converged with the verdict "good fit"."""
+    estimate = json.loads((fit / "estimate.json").read_text())
+    assert estimate["converged"] and estimate["settings"]["estimator"] == "tree"
+    assert estimate["validation"]["verdict"] == "good fit", estimate["validation"]["summary"]
+    return {
+        name: (p["value"] - truth["parameters"][name]) / p["std"]
+        for name, p in estimate["parameters"].items()
+    }
+
+
 def test_identify_recovers_what_simulate_pendulum_wrote(tmp_path):
     sim, fit = tmp_path / "sim", tmp_path / "fit"
     # 0.1 ms steps: ten per encoder frame, finer than the estimator's h = 1 ms, so the data
@@ -36,13 +48,7 @@ def test_identify_recovers_what_simulate_pendulum_wrote(tmp_path):
     assert truth["engine"] == "tree" and truth["fixed_values_changed"] == []
     done = run_physid("identify", "pendulum", sim / "log.csv", "--out", fit)
     assert done.returncode == 0, done.stderr
-    estimate = json.loads((fit / "estimate.json").read_text())
-    assert estimate["converged"] and estimate["settings"]["estimator"] == "tree"
-    assert estimate["validation"]["verdict"] == "good fit", estimate["validation"]["summary"]
-    z = {
-        name: (p["value"] - truth["parameters"][name]) / p["std"]
-        for name, p in estimate["parameters"].items()
-    }
+    z = tree_fit_z(fit, truth)
     # 3 std: the coverage a calibrated std promises at 99.7 %. Measured (2026-11-26): J
     # -1.08, b +0.20, mu -0.22. SPOOK's data through the same fit put b +832 % (issue 22).
     assert set(z) == {"J", "b", "mu"} and all(abs(v) <= 3 for v in z.values()), z
@@ -106,13 +112,7 @@ def test_identify_recovers_what_simulate_furuta_wrote_under_a_drive(tmp_path):
     spec.write_text(text)
     done = run_physid("identify", spec, sim / "log.csv", "--out", fit)
     assert done.returncode == 0, done.stderr
-    estimate = json.loads((fit / "estimate.json").read_text())
-    assert estimate["converged"] and estimate["settings"]["estimator"] == "tree"
-    assert estimate["validation"]["verdict"] == "good fit", estimate["validation"]["summary"]
-    z = {
-        name: (p["value"] - truth["parameters"][name]) / p["std"]
-        for name, p in estimate["parameters"].items()
-    }
+    z = tree_fit_z(fit, truth)
     # 3 std, as above. Measured (2026-11-26): J_Azz +0.07 % (z +0.39), J_Byy +0.009 %
     # (+0.53), b1 -1.8 % (-0.26), b2 +1.2 % (+0.57).
     assert set(z) == {"J_Azz", "J_Byy", "b1", "b2"} and all(abs(v) <= 3 for v in z.values()), z
