@@ -131,6 +131,13 @@ def dry_impulse(needed, v, limit, c):
     return jnp.clip(needed - c * v, -limit, limit)
 
 
+def step_impulse(params: TreeParams, r1, v, h, c):
+    """λ [n] of one step (N m s or N s): the natural map P_[−h f, h f](−2 r₁ − c v̄) of
+    ``step_residual`` from the step's frictionless first row ``r1`` and velocity ``v`` (v̄);
+    half of it goes into each row."""
+    return dry_impulse(-2.0 * r1, v, h * dry_friction_limit(params, v), c)
+
+
 def frictionless_rows(tree: Tree, params: TreeParams, q0, p0, q1, p1, u, h):
     """Eq. 5 without dry friction, (r₁, r₂) [n] each (N m s or N s): r₁ = p₀ + D₁L_d + F⁻,
     r₂ = p₁ − D₂L_d − F⁺, smooth forces split in halves."""
@@ -145,7 +152,7 @@ def step_residual(tree: Tree, params: TreeParams, q0, p0, q1, p1, u, h, c):
     fixed inertia of the natural map (kg m² or kg)."""
     r1, r2 = frictionless_rows(tree, params, q0, p0, q1, p1, u, h)
     v = (q1 - q0) / h
-    lam = dry_impulse(-2.0 * r1, v, h * dry_friction_limit(params, v), c)
+    lam = step_impulse(params, r1, v, h, c)
     return jnp.concatenate([r1 + 0.5 * lam, r2 - 0.5 * lam])
 
 
@@ -232,8 +239,7 @@ def step(tree: Tree, params: TreeParams, q0, p0, u, h, c):
     guess = q0 + h * jnp.linalg.solve(newton_euler.crba(tree, params, q0), p0)
     q1, _, _ = jax.lax.while_loop(not_done, newton, (guess, jnp.full_like(q0, jnp.inf), 0))
     r1, r2 = frictionless_rows(tree, params, q0, p0, q1, zero, u, h)
-    v = (q1 - q0) / h
-    lam = dry_impulse(-2.0 * r1, v, h * dry_friction_limit(params, v), c)
+    lam = step_impulse(params, r1, (q1 - q0) / h, h, c)
     return q1, 0.5 * lam - r2
 
 

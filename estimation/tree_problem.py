@@ -293,17 +293,16 @@ class _Model:
             lambda q0, q1, u: vf.frictionless_rows(self.s.tree, params, q0, zero, q1, zero, u, h)
         )(q[:-1], q[1:], a["u"])
         v = (q[1:] - q[:-1]) / h
-        lim = h * jax.vmap(lambda x: vf.dry_friction_limit(params, x))(v)
         joined = a["wd"][:, 0] > 0  # step k joins q_k to q_{k+1} within one log
         fresh = -jnp.concatenate([r1[1:], r1[-1:]])  # p_{k+1} where a log starts at k + 1
 
         def one(p, x):
-            r1k, r2k, vk, limk, joins, start = x
-            lam = vf.dry_impulse(-2.0 * (p + r1k), vk, limk, a["c"])
+            r1k, r2k, vk, joins, start = x
+            lam = vf.step_impulse(params, p + r1k, vk, h, a["c"])
             nxt = jnp.where(joins, 0.5 * lam - r2k, start)
             return nxt, nxt
 
-        _, rest = jax.lax.scan(one, -r1[0], (r1, r2, v, lim, joined, fresh))
+        _, rest = jax.lax.scan(one, -r1[0], (r1, r2, v, joined, fresh))
         return jnp.concatenate([-r1[:1], rest])
 
 
