@@ -155,10 +155,7 @@ def tree_recording(case: Case, angles0=None):
     ``variational_friction.rollout`` at ``case.h_sim`` from rest at ``angles0`` (rad; default
     the scenario's), sampled at its rate; the spec's encoder noise set to ``case.noise`` (what
     the fit's weights and χ² assume) and its method to ``case.method``."""
-    import jax.numpy as jnp
-
-    from physid.dynamics import newton_euler
-    from physid.dynamics import variational_friction as vf
+    from physid.rigs.models.hinged import rollout_tree
     from physid.rigs.models.kinds import kind_module
     from physid.streams import Stream
 
@@ -171,19 +168,13 @@ def tree_recording(case: Case, angles0=None):
     spec = replace(base, sensors=sensors, method={**base.method, **case.method})
     rig = kind_module(spec).tree_rig(spec)
     truth = {k: float(v) for k, v in base.sections["simulation"]["truth"].items()}
-    values = {k: jnp.asarray(float(v)) for k, v in {**rig.values, **truth}.items()}
-    params = rig.make_params(values)
     sc = case.scenario
     steps = int(round(sc.duration / case.h_sim))
-    q0 = jnp.asarray(sc.angles0 if angles0 is None else angles0, float)
-    # The natural map's inertia: each joint's diagonal of M at the start (the friction law is
-    # exact for any c; this is the estimator's choice).
-    c = jnp.diag(newton_euler.crba(rig.tree, params, q0))
-    q, _ = vf.rollout(
-        rig.tree, params, q0, jnp.zeros_like(q0), jnp.zeros((steps, 0)), case.h_sim, c
-    )
+    start = sc.angles0 if angles0 is None else angles0
+    # The sample's integrator (one jitted rollout per rig and step, reused by every seed).
+    q = rollout_tree(rig, {**rig.values, **truth}, start, np.zeros(steps), case.h_sim)
     stride = max(1, int(round(1.0 / (sc.rate * case.h_sim))))
-    angles = np.asarray(q)[::stride][:, list(rig.observed)]
+    angles = q[::stride]
     t = case.h_sim * stride * np.arange(len(angles))
     log = Stream(
         t, np.column_stack([angles, np.zeros(len(t))]), (*rig.channels, "u"),
