@@ -138,8 +138,10 @@ class _Model:
             values[name] = theta[i] * a["scale"][i]
         return self.s.make_params(values)
 
-    def _step(self, params, c, q0, p0, q1, p1, u):
-        return vf.step_residual(self.s.tree, params, q0, p0, q1, p1, u, self.s.h, c)
+    def _step(self, params, a, q0, p0, q1, p1, u):
+        return vf.step_residual(
+            self.s.tree, params, q0, p0, q1, p1, u, self.s.h, a["c"], a["alpha"]
+        )
 
     def marker_pixels(self, params, cam, q):
         """Pixels [m, 2] of the markers at the joint coordinates q [n] (one step)."""
@@ -185,9 +187,7 @@ class _Model:
         n = self.s.n
         params = self.params(a, theta)
         q, p = X[:, :n], X[:, n:]
-        dyn = jax.vmap(lambda *b: self._step(params, a["c"], *b))(
-            q[:-1], p[:-1], q[1:], p[1:], a["u"]
-        )
+        dyn = jax.vmap(lambda *b: self._step(params, a, *b))(q[:-1], p[:-1], q[1:], p[1:], a["u"])
         return a["wd"] * dyn, self._obs(X, a, params), jnp.zeros(0)
 
     def _dyn_block(self, a, theta, q0, p0, q1, p1, u, wd, with_theta):
@@ -195,7 +195,7 @@ class _Model:
         ``with_theta``) θ."""
         s, h, n = self.s, self.s.h, self.s.n
         params = self.params(a, theta)
-        jac = vf.step_jacobians(s.tree, params, q0, p0, q1, p1, u, h, a["c"])
+        jac = vf.step_jacobians(s.tree, params, q0, p0, q1, p1, u, h, a["c"], a["alpha"])
         value, A, B, keep, side = jac
         qm, v = 0.5 * (q0 + q1), (q1 - q0) / h
         if with_theta:
@@ -220,10 +220,13 @@ class _Model:
             f_th, lim_th = jax.jacfwd(force_terms)(theta)
             r1_th = 0.5 * h * L_qth - L_vth + 0.5 * h * f_th
             r2_th = -0.5 * h * L_qth - L_vth - 0.5 * h * f_th
-            # Rows r₁ + λ/2, r₂ − λ/2: sliding λ = side·lim, sticking λ = −2r₁ − c v̄.
-            half = 0.5 * side[:, None] * lim_th
+            # Rows r₁ + αλ, r₂ − (1 − α)λ: sliding λ = side·lim, sticking λ = −r₁/α − c v̄.
+            a_ = a["alpha"]
+            ratio = (1.0 - a_) / a_
+            share = a_ * side[:, None] * lim_th
+            drop = ratio * (1.0 - keep)[:, None]
             C = jnp.concatenate(
-                [keep[:, None] * r1_th + half, r2_th + (1.0 - keep)[:, None] * r1_th - half]
+                [keep[:, None] * r1_th + share, r2_th + drop * r1_th - ratio * share]
             )
         else:
             return wd * value, wd[:, None] * A, wd[:, None] * B
@@ -282,7 +285,7 @@ class _Model:
 
     def _chained_momenta(self, q, theta, a):
         """Momenta p [N, n] that close every step's second row on the positions q [N, n] at θ:
-        p_{k+1} = λ_k/2 + D₂L_d(q_k, q_{k+1}) + F⁺_k with λ_k the natural map's friction of step
+        p_{k+1} = (1 − α)λ_k + D₂L_d(q_k, q_{k+1}) + F⁺_k, λ_k the natural map's friction of step
         k at p_k (a scan: while a joint sticks λ_k depends on p_k); each log starts from the
         frictionless p_k = −(D₁L_d + F⁻)(q_k, q_{k+1}). Then row 1 of step k is the
         three-point DEL residual at q_k with the friction of both steps around it."""
@@ -298,8 +301,8 @@ class _Model:
 
         def one(p, x):
             r1k, r2k, vk, joins, start = x
-            lam = vf.step_impulse(params, p + r1k, vk, h, a["c"])
-            nxt = jnp.where(joins, 0.5 * lam - r2k, start)
+            lam = vf.step_impulse(params, p + r1k, vk, h, a["c"], a["alpha"])
+            nxt = jnp.where(joins, (1.0 - a["alpha"]) * lam - r2k, start)
             return nxt, nxt
 
         _, rest = jax.lax.scan(one, -r1[0], (r1, r2, v, joined, fresh))
@@ -327,7 +330,10 @@ class TreeProblem:
     ``u[N−1, n_act]`` inputs, ``dyn_weight[N−1, 2n]`` = √2/σ_w per row, 0 between logs.
     ``c`` [n]: the natural map's inertia per joint (kg m² or kg). ``markers``: pixel
     observations on the same N steps (their ``model`` and ``body`` must be the structure's
-    ``markers``), or None.
+    ``markers``), or None. ``friction_row_weight``: α, the share of each step's dry-friction
+    impulse in its first row (``variational_friction``; ½ is the model, other values serve
+    ``rigs.models.tree_row_weight``'s extrapolation); a runtime argument of the compiled
+    functions, so a problem with another α compiles nothing new.
     """
 
     structure: TreeStructure
@@ -342,6 +348,7 @@ class TreeProblem:
     c: np.ndarray
     consistency: InertiaLMI | None = None
     markers: MarkerObservations | None = None
+    friction_row_weight: float = vf.FRICTION_ROW_WEIGHT
     _args: dict = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -367,6 +374,7 @@ class TreeProblem:
             "y": jnp.asarray(self.y, float),
             "u": jnp.asarray(self.u, float),
             "c": jnp.asarray(self.c, float),
+            "alpha": jnp.asarray(self.friction_row_weight, float),
         }
         if mk is not None:
             self._args.update(cam=mk.arrays(), uv=jnp.asarray(mk.uv), mw=jnp.asarray(mk.weight))

@@ -5,10 +5,11 @@ Given positions q_k on the estimator grid (the encoder samples themselves), the 
 discrete Euler–Lagrange equation at q_k (Caldwell et al. eq. 3, three points, with the exact
 dry friction of ``dynamics.variational_friction``) is a residual in θ alone:
 
-    e_k(θ) = p_k(θ) + D₁L_d(q_k, q_{k+1}) + (h/2) F_k + λ_k/2,
-    p_k(θ) = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1} + λ_{k−1}/2          (row 2 of step k − 1),
+    e_k(θ) = p_k(θ) + D₁L_d(q_k, q_{k+1}) + (h/2) F_k + αλ_k,
+    p_k(θ) = D₂L_d(q_{k−1}, q_k) + (h/2) F_{k−1} + (1 − α)λ_{k−1}      (row 2 of step k − 1),
 
-λ_k the natural map's friction impulse. It is linear in the inertias, the gains and the
+λ_k the natural map's friction impulse, α its share in the first row
+(``variational_friction.FRICTION_ROW_WEIGHT``). It is linear in the inertias, the gains and the
 viscous and Coulomb coefficients (on each sliding step) and smooth in the rest (a tilt of
 gravity, a back-EMF), so a few damped Gauss–Newton steps in θ, in the box and physically
 consistent, reach the minimum of Σ_k ‖L(w e)_k‖². Each step evaluates the problem's own
@@ -119,7 +120,7 @@ def _rows(problem: TreeProblem, q, theta, sos, jacobian: bool = True):
 
 def _momentum_derivatives(A, C, wd, n: int) -> np.ndarray:
     """∂p_k/∂θ [N, n, p] of ``momenta``: p_{k+1} closes row 2 of step k, whose weighted
-    derivatives are C²_k (θ) and diag(w (1 − keep)) (p_k: a sticking joint's friction is
+    derivatives are C²_k (θ) and diag(w (1 − keep)(1 − α)/α) (p_k: a sticking joint's friction is
     read off p_k), so ∂p_{k+1} = −(C²_k + A²_k ∂p_k)/w (a scan); 0 at each log's start."""
     w2 = wd[:, n:]
     ok = w2 > 0
