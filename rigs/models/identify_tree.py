@@ -56,6 +56,7 @@ from physid.rigs.models.identify_hinged import (
     fit_status,
     parameter_bounds,
 )
+from physid.rigs.models.tree_row_weight import has_dry_friction, refit_at_row_weights
 from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
 from physid.spec import RigSpec
 from physid.streams import Stream, held_index
@@ -447,15 +448,38 @@ def identify_tree_series(
         )
     )
     theta0 = _consistent_start(spec, problem, theta0, say)
-    if settings["warm_start"]:
-        X0, theta0 = _warm_start(problem, X0, theta0, names, n_total, say)
+    cold = X0, theta0
+
+    def start_of(p, say=say):
+        """(X0, θ0) of the problem p: the warm start's where it is on."""
+        if settings["warm_start"]:
+            return _warm_start(p, *cold, names, n_total, say)
+        return cold
+
+    X0, theta0 = start_of(problem)
     res = fit(problem, X0, theta0, settings, names, n_total, say)
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
-    cov = fitted_covariance(problem, res, settings["covariance_batches"])
     white = fitted_covariance(problem, res)
     status = tree_fit_status(problem, res, white)
     say(f"  {_status_line(status)}")
+    row_weight, row_extra = None, {}
+    if not status.converged and names and has_dry_friction(problem, res.theta):
+        say("  the dry friction at α = ½ did not converge: fits at α = 0.7, 0.9, extrapolated")
+        row_weight = refit_at_row_weights(
+            rig, problem, series_list, lambda p: start_of(p, lambda _: None),
+            lambda p, r: np.asarray(parameter_bounds(p, r.theta)) != "",
+            lambda p, X, th: fit(p, X, th, settings, names, n_total, lambda _: None),
+            lambda p, r: tree_fit_status(p, r, fitted_covariance(p, r)),
+            say,
+        )  # fmt: skip
+    if row_weight is not None:
+        row_extra = _row_weight_extra(names, res, status, values, row_weight)
+        problem, res, status = row_weight.problem, row_weight.result, row_weight.status
+        values = row_weight.values
+        white = fitted_covariance(problem, res)
+        say(f"  {_status_line(status)}")
+    cov = fitted_covariance(problem, res, settings["covariance_batches"])
     directions = unexcited_directions(names, cov.directions, cov.singular_values)
     bounds = parameter_bounds(problem, res.theta)
     box = np.isin(bounds, ("lower", "upper"))
@@ -465,7 +489,9 @@ def identify_tree_series(
         else np.full(len(names), np.nan)
     )
     reported, std, step_extra = values, cov.std, {}
-    if settings["step_extrapolation"] and names and status.converged:
+    if row_weight is not None:
+        std = np.sqrt(cov.std**2 + row_weight.noise_increment + row_weight.remainder_std**2)
+    if settings["step_extrapolation"] and names and status.converged and row_weight is None:
         from physid.rigs.models.tree_step import refit_at_half_step
 
         def refit_with(halved, half_settings, start):
@@ -522,6 +548,14 @@ def identify_tree_series(
         f"cover the discretization error of h = {settings['h']:g} s, errors of the fixed "
         "values or of the model's form."
     )
+    if row_extra:
+        covers = covers.replace(
+            "it does not cover the discretization error",
+            "the fit at the dry friction's row weight α = ½ did not converge (a joint that "
+            "sticks), so the values are extrapolated linearly in α from converged fits at "
+            "α = 0.7 and 0.9, with the extrapolation's noise and its remainder in the std; "
+            "it does not cover the rest of the discretization error",
+        )
     if step_extra:
         covers = covers.replace(
             "it does not cover the discretization error",
@@ -569,12 +603,36 @@ def identify_tree_series(
             "consistency": _consistency_report(problem, res, cov, theta0),
             "std_linearized_white": dict(zip(names, white.std.tolist(), strict=True)),
             **step_extra,
+            **row_extra,
             "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
         },
         status=status.to_dict(),
         validation=checked,
     )
     return estimate, fits
+
+
+def _row_weight_extra(names, res, status, values, row_weight) -> dict:
+    """estimate.json's record of the extrapolation in the friction's row weight α: why (the
+    fit at α = ½ and its status), the values at each α, what the std adds."""
+    from physid.rigs.models.tree_row_weight import ALPHAS
+
+    def per(a):
+        return dict(zip(names, np.asarray(a, float).tolist(), strict=True))
+
+    return {
+        "friction_row_weight": {
+            "reason": f"the fit at α = 0.5 did not converge ({status.result.value})",
+            "status_at_half": status.to_dict(),
+            "iterations_at_half": res.iterations,
+            "values_at_half": per(values),
+            "alphas": list(ALPHAS),
+            "values_at": [per(v) for v in row_weight.values_at],
+            "extrapolated": dict(zip(names, row_weight.extrapolated.tolist(), strict=True)),
+            "remainder_std": per(row_weight.remainder_std),
+            "extrapolation_noise": per(np.sqrt(row_weight.noise_increment)),
+        }
+    }
 
 
 def _warm_start(problem: TreeProblem, X0, theta0, names, n_total: int, say):
