@@ -56,7 +56,7 @@ from physid.rigs.models.identify_hinged import (
     fit_status,
     parameter_bounds,
 )
-from physid.rigs.models.tree_row_weight import has_dry_friction, refit_at_row_weights
+from physid.rigs.models.tree_row_weight import ALPHAS, has_dry_friction, refit_at_row_weights
 from physid.rigs.models.validate_hinged import FREE_RUN_HORIZON, PREDICTION_HORIZON
 from physid.spec import RigSpec
 from physid.streams import Stream, held_index
@@ -465,7 +465,7 @@ def identify_tree_series(
     say(f"  {_status_line(status)}")
     row_weight, row_extra = None, {}
     if not status.converged and names and has_dry_friction(problem, res.theta):
-        say("  the dry friction at α = ½ did not converge: fits at α = 0.7, 0.9, extrapolated")
+        say(f"  the dry friction at α = ½ did not converge: fits at α = {ALPHAS}, extrapolated")
         row_weight = refit_at_row_weights(
             rig, problem, series_list, lambda p: start_of(p, lambda _: None),
             lambda p, r: np.asarray(parameter_bounds(p, r.theta)) != "",
@@ -553,7 +553,8 @@ def identify_tree_series(
             "it does not cover the discretization error",
             "the fit at the dry friction's row weight α = ½ did not converge (a joint that "
             "sticks), so the values are extrapolated linearly in α from converged fits at "
-            "α = 0.7 and 0.9, with the extrapolation's noise and its remainder in the std; "
+            f"α = {ALPHAS[0]:g} and {ALPHAS[1]:g}, with the extrapolation's noise and its "
+            "remainder in the std; "
             "it does not cover the rest of the discretization error",
         )
     if step_extra:
@@ -615,7 +616,6 @@ def identify_tree_series(
 def _row_weight_extra(names, res, status, values, row_weight) -> dict:
     """estimate.json's record of the extrapolation in the friction's row weight α: why (the
     fit at α = ½ and its status), the values at each α, what the std adds."""
-    from physid.rigs.models.tree_row_weight import ALPHAS
 
     def per(a):
         return dict(zip(names, np.asarray(a, float).tolist(), strict=True))
