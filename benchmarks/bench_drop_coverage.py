@@ -26,11 +26,11 @@ from physid.rigs.pipeline.drop_coverage import NO_SLIP, SLIDING, drop_coverage, 
 
 def print_table(rows: list[dict]) -> None:
     table = drop_coverage(rows)
-    print(f"{'std':<11} {'class':<15} {'n':>3} {'flagged':>7} {'within 1':>9} {'within 2':>9} "
+    print(f"{'std':<19} {'class':<15} {'n':>3} {'flagged':>7} {'within 1':>9} {'within 2':>9} "
           f"{'median |z|':>10}")  # fmt: skip
     for which, classes in table.items():
         for cls, r in classes.items():
-            print(f"{which:<11} {cls:<15} {r['n']:>3} {r['flagged']:>7} "
+            print(f"{which:<19} {cls:<15} {r['n']:>3} {r['flagged']:>7} "
                   f"{r['within_1_std']:>9.0%} {r['within_2_std']:>9.0%} "
                   f"{r['median_abs_z']:>10.2f}")  # fmt: skip
     for key, label in (("J_over_m", "J/m (mm^2)"), ("mu", "mu")):
@@ -42,6 +42,12 @@ def print_table(rows: list[dict]) -> None:
               f"{err.std(ddof=1):.3g}; median std linearized "
               f"{np.median(lin) * unit if lin else float('nan'):.3g}, bootstrap "
               f"{np.median(boot) * unit if boot else float('nan'):.3g}")  # fmt: skip
+        if all("values_corrected" in r for r in rows):
+            fixed = np.array([r["values_corrected"][key] - r["truth"][key] for r in rows])
+            print(f"  bias-corrected: error mean {fixed.mean() * unit:+.3g}, spread "
+                  f"{fixed.std(ddof=1) * unit:.3g}")  # fmt: skip
+    competing = [r["seed"] for r in rows if r.get("basins")]
+    print(f"fits with a competing basin (2 x objective difference < 5.99): {competing}")
     med = {k: float(np.median([r[k] for r in rows])) for k in
            ("fit_wall_s", "fit_cpu_s", "bootstrap_wall_s", "bootstrap_cpu_s",
             "refit_iterations_median")}  # fmt: skip

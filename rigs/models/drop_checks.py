@@ -222,18 +222,29 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     """IPOPT from the spec's initial J/m and, where that fit fails a test — J/m on a bound,
     or no convergence test passed — from more starts: the J/m the frames' own impacts imply
     (:func:`impact_consistency`, their median) and a third and three times the first start.
-    The lowest objective whose J/m is inside its box wins (else the lowest). Returns (fit,
-    starts: [{start, j_over_m, objective, status}]).
+    Each J/m start is also solved from a second initial mu (``MU_START``, the multi-start on
+    mu of ``identify_contact``; the lower objective kept). The lowest objective whose J/m is
+    inside its box wins (else the lowest). Returns (fit, starts: [{start, j_over_m, mu,
+    objective, status, solutions}]), ``solutions`` every converged solution of that start
+    (:func:`basins` reads them).
 
     Why: the NLP is nonconvex in J/m; a real impact ended at the lower bound from 1000 mm²
-    and at the right value from 300 mm²."""
+    and at the right value from 300 mm². And in mu: 2 of 20 noise draws of the mu = 0.3
+    throw ended at mu 0.365 from mu0 = 0.5 (10-20 bootstrap std off), at 0.307 from 0.2 with
+    an objective lower by 8-12 (docs/validation.md, "The ellipse drop's std")."""
     from dataclasses import replace
 
+    mu_starts = settings.mu_starts or (MU_START,)
+
     def run(start):
-        fit = identify_contact(t_m, q_m, geometry, replace(settings, j_over_m_initial=start))
+        fit = identify_contact(
+            t_m, q_m, geometry, replace(settings, j_over_m_initial=start, mu_starts=mu_starts)
+        )
         objective = 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu
-        return fit, {"start": start, "j_over_m": fit.j_over_m, "objective": objective,
-                     "status": fit.status}  # fmt: skip
+        solutions = [sol for r in fit.stats["restarts"] for sol in r["solutions"].values()]
+        return fit, {"start": start, "j_over_m": fit.j_over_m, "mu": fit.mu,
+                     "objective": objective, "status": fit.status,
+                     "solutions": solutions}  # fmt: skip
 
     lo, hi = settings.j_over_m_bounds
     first = settings.j_over_m_initial
@@ -253,6 +264,45 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     inside = [f for f in fits if bound_flags([f[0].j_over_m], [lo], [hi], [first])[0] == ""]
     best = min(inside or fits, key=lambda f: f[1]["objective"])
     return best[0], [f[1] for f in fits]
+
+
+MU_START = 0.2  # the second initial mu of every start (the first is the spec's, 0.5)
+
+# chi^2 quantile, 2 degrees of freedom (J/m, mu), 95 %: Wilks' threshold on twice the
+# objective difference between two solutions. Twice the objective is chi^2 plus the
+# penalties (a -2 log-likelihood of the penalized model), so a local minimum within this of
+# the best is inside the best's 95 % likelihood region: the data do not tell them apart.
+BASIN_CHI2 = 5.991
+
+
+def basins(starts: list[dict], best: dict, std, threshold: float = BASIN_CHI2) -> list[dict]:
+    """Competing local minima of a multi-start (``fit_multistart``'s ``starts``): converged
+    solutions whose objective is within ``threshold`` / 2 of ``best`` ({objective, j_over_m,
+    mu}) and whose J/m or mu differs from it by more than ``std`` [2] (the fit's own std:
+    a solution closer than that is the same basin). Each as {j_over_m, mu, objective,
+    delta_chi2 = 2 (objective - best's)}; the farthest in units of std first; duplicates
+    (within one std of one listed) dropped."""
+    std = np.asarray(std, float)
+    out = []
+    for start in starts:
+        for sol in start.get("solutions", []):
+            d2 = 2.0 * (sol["objective"] - best["objective"])
+            if not sol.get("success", True) or d2 > threshold:
+                continue
+            delta = np.abs([sol["j_over_m"] - best["j_over_m"], sol["mu"] - best["mu"]])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                far = np.where(np.isfinite(std) & (std > 0), delta / std, 0.0)
+            if far.max() <= 1.0:
+                continue
+            same = any(
+                np.all(np.abs([sol["j_over_m"] - o["j_over_m"], sol["mu"] - o["mu"]]) <= std)
+                for o in out
+            )
+            if not same:
+                out.append({"j_over_m": sol["j_over_m"], "mu": sol["mu"],
+                            "objective": sol["objective"], "delta_chi2": d2,
+                            "distance_std": float(far.max())})  # fmt: skip
+    return sorted(out, key=lambda b: -b["distance_std"])
 
 
 _SETTLED = (

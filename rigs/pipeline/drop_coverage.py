@@ -92,7 +92,7 @@ def run_drop_case(
         t0, c0 = time.perf_counter(), time.process_time()
         q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * sigma
         found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
-        fit, _, cov, _ = _solve(f"seed {seed}", t_m, q_m, geometry, settings, found, QUIET)
+        fit, _, cov, starts = _solve(f"seed {seed}", t_m, q_m, geometry, settings, found, QUIET)
         fit_s = (time.perf_counter() - t0, time.process_time() - c0)
         scale = math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
         boot = contact_bootstrap(fit, sigma, case.draws, seed, scale)
@@ -100,6 +100,10 @@ def run_drop_case(
         mu_known = friction_report(fit, settings, float(cov["std"][1]))["identifiable"]
         eps, eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, case.draws, seed)
         values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": eps["value"]}
+        corrected = dict(zip(("J_over_m", "mu"), boot.corrected.tolist(), strict=True))
+        best = {"objective": 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu,
+                "j_over_m": fit.j_over_m, "mu": fit.mu}  # fmt: skip
+        competing = drop_checks.basins(starts, best, boot.std)
 
         def finite(v, keep=True):
             return float(v) if keep and v is not None and np.isfinite(v) else None
@@ -118,6 +122,21 @@ def run_drop_case(
                 "mu": finite(boot.std[1], mu_known),
                 "restitution": finite(eps_boot),
             },
+            # the bootstrap's bias correction (2 fit - median of the refits) and its std;
+            # restitution is the frames' estimate, not corrected
+            "values_corrected": {k: v for k, v in (values | corrected).items() if v is not None},
+            "std_bootstrap_corrected": {
+                "J_over_m": finite(boot.std_corrected[0]),
+                "mu": finite(boot.std_corrected[1], mu_known),
+                "restitution": finite(eps_boot),
+            },
+            "bootstrap_draws": boot.draws.tolist(),
+            "bootstrap_success": boot.success.tolist(),
+            "objective": best["objective"],
+            "chi2": fit.cost_fit,
+            "gamma": fit.cost_gamma,
+            "starts": starts,
+            "basins": competing,
             "slides": slides,
             "status": fit.status,
             "bootstrap_mean": {
@@ -136,7 +155,10 @@ def run_drop_case(
         if progress is not None:
             progress(
                 f"seed {seed}: J/m {fit.j_over_m * 1e6:.1f} mm^2 (lin std "
-                f"{cov['std'][0] * 1e6:.1f}, boot {boot.std[0] * 1e6:.1f}), mu {fit.mu:.3f}; "
+                f"{cov['std'][0] * 1e6:.1f}, boot {boot.std[0] * 1e6:.1f}, corrected "
+                f"{boot.corrected[0] * 1e6:.1f}), mu {fit.mu:.4f} (corrected "
+                f"{boot.corrected[1]:.4f}, std {boot.std[1]:.4f}); {len(competing)} competing "
+                "basins; "
                 f"fit {fit_s[1]:.1f} s CPU, bootstrap {boot.cpu_s:.1f} s CPU"
             )
     return rows
@@ -169,10 +191,16 @@ CLASS_NAMES = {"inertia": "J/m (inertia)", "friction": "mu (friction)", "other":
 
 
 def drop_coverage(rows: list[dict]) -> dict[str, dict[str, dict]]:
-    """{"linearized": per class, "bootstrap": per class} (``coverage.coverage``: n, flagged,
-    fractions within 1 and 2 std, median |z|); the classes J/m, mu, restitution."""
+    """{"linearized": per class, "bootstrap": per class, "bootstrap corrected": per class}
+    (``coverage.coverage``: n, flagged, fractions within 1 and 2 std, median |z|); the
+    classes J/m, mu, restitution. "bootstrap corrected" is the bias-corrected value
+    (``Bootstrap.corrected``) with its std (``std_corrected``), where the rows have it."""
     out = {}
     for which in ("linearized", "bootstrap"):
         table = coverage(rows, f"std_{which}", one_sided=False)
         out[which] = {CLASS_NAMES.get(k, k): v for k, v in table.items()}
+    if rows and all("values_corrected" in r for r in rows):
+        shifted = [r | {"values": r["values_corrected"]} for r in rows]
+        table = coverage(shifted, "std_bootstrap_corrected", one_sided=False)
+        out["bootstrap corrected"] = {CLASS_NAMES.get(k, k): v for k, v in table.items()}
     return out
