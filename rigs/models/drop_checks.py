@@ -305,6 +305,24 @@ def basins(starts: list[dict], best: dict, std, threshold: float = BASIN_CHI2) -
     return sorted(out, key=lambda b: -b["distance_std"])
 
 
+def basin_spread(values, std, competing: list[dict], names=("j_over_m", "mu")):
+    """The std that covers competing basins (:func:`basins`) and which parameters they move
+    far: (std [P], far [P] bool).
+
+    Per parameter, with d the largest distance of a competing basin's value from ``values``:
+    sqrt(std^2 + (d / 2)^2), the std of an equal mixture of the two basins (each with the
+    fit's spread) — either solution is then within 2 std of the reported value at most.
+    ``far`` where d exceeds 2 of the fit's own std: the data do not decide between values
+    that far apart, so the parameter is not called identifiable."""
+    values, std = np.asarray(values, float), np.asarray(std, float)
+    d = np.zeros(len(values))
+    for b in competing:
+        d = np.maximum(d, np.abs(np.array([b[n] for n in names]) - values))
+    with np.errstate(invalid="ignore"):
+        far = np.isfinite(std) & (d > 2.0 * std)
+    return np.sqrt(std**2 + (d / 2.0) ** 2), far
+
+
 _SETTLED = (
     "parameter-settling test: J/m moved < 0.1 %, μ < 0.001 and the objective < 1 % over 15 "
     "iterations, with the dynamics met to 1e-6"

@@ -803,12 +803,24 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     else:
         values = start_values
         std_eps = eps["std"] if eps["std"] is not None else math.inf
-    boot = None
+    boot, correction = None, None
     if not accepted and context.get("bootstrap") is not None:
-        # The NLP's values are reported: their std is the refits' spread (J/m, mu).
+        # The NLP's values are reported: their std is the refits' spread (J/m, mu), and
+        # their bias as the refits show it is removed (``bias_correction``).
         boot = context["bootstrap"]()
         std_jm, std_mu = (float(v) for v in boot.std)
         friction = friction_report(fit, settings, std_mu)
+        correction = bias_correction(boot, jm_bound == "", friction["identifiable"])
+        values = values | correction["values"]
+        std_jm, std_mu = correction["std"]
+        if friction["identifiable"]:
+            friction = friction | {"value": values["mu"]}
+    # Competing local minima of the multi-start: widen the std to cover them, and name them.
+    best = {"objective": 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu,
+            "j_over_m": fit.j_over_m, "mu": fit.mu}  # fmt: skip
+    own_std = [std_jm, std_mu if friction["identifiable"] else math.inf]
+    competing = drop_checks.basins(context.get("starts", []), best, own_std)
+    (std_jm, std_mu), far = drop_checks.basin_spread([fit.j_over_m, fit.mu], own_std, competing)
     params = flag_parameters(
         ("J_over_m", "mu", "restitution"),
         [values["J_over_m"], friction["value"], values["restitution"]],
@@ -819,7 +831,29 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         lower_bound=[False, friction["sliding_steps"] == 0, False],
         unexcited={} if excited else {"J_over_m": "no angular velocity jump at any contact"},
     )
+    for name, is_far in zip(("J_over_m", "mu"), far, strict=True):
+        if is_far and params[name].identifiable:
+            alt = ", ".join(f"{b[name.lower()] * (1e6 if name == 'J_over_m' else 1):.4g}"
+                            for b in competing)  # fmt: skip
+            params[name] = replace(
+                params[name],
+                identifiable=False,
+                reason=f"multimodal: another local minimum ({alt}"
+                f"{' mm^2' if name == 'J_over_m' else ''}) fits the frames as well "
+                f"(twice the objective within {drop_checks.BASIN_CHI2:g})",
+            )
     ident = dict(ident)
+    ident["basins"] = {
+        "multimodal": bool(competing),
+        "competing": competing,
+        "threshold_delta_chi2": drop_checks.BASIN_CHI2,
+        "solutions": sum(len(s.get("solutions", [])) for s in context.get("starts", [])),
+        "note": "converged solutions of the multi-start (J/m and mu) whose objective lies "
+        "within threshold / 2 of the fit's (chi^2 with 2 degrees of freedom at 95 %) and "
+        "whose J/m or mu differs by more than a std: the std is widened to cover them "
+        "(sqrt(std^2 + (d/2)^2)), and a parameter they move by more than 2 std is not "
+        "identifiable",
+    }
     ident["mu"] = friction | {
         "note": "identified from sliding contact steps"
         if friction["identifiable"]
@@ -897,12 +931,37 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         identifiability=ident,
         extra={
             **fit_extra(fit, m, t_m, q_m),
-            "covariance": covariance_summary(covariance_used, boot, context.get("bootstrap")),
+            "covariance": covariance_summary(covariance_used, boot, context.get("bootstrap"))
+            | ({"bias_correction": correction} if correction is not None else {}),
             "prediction_series": [p.series() for p in predictions],
         },
         status=status.to_dict(),
         validation=checked_fit,
     )
+
+
+def bias_correction(boot, jm_inside: bool, mu_identified: bool) -> dict:
+    """The bootstrap's bias-corrected J/m and mu (``Bootstrap.corrected``: 2 fit − median
+    of the refits) with their std (``std_corrected``), for ``extra.covariance``: {values,
+    std, uncorrected, bias, applied}. J/m is corrected only inside its box, mu only where it
+    is identified (where nothing slides its value is a lower bound, no estimate). Why: over
+    20 noise draws of the mu = 0.3 throw the refits repeat the NLP's own bias under noise
+    (docs/validation.md, "The ellipse drop's std")."""
+    applied = (jm_inside, mu_identified)
+    corrected, std = boot.corrected, boot.std_corrected
+    names = ("J_over_m", "mu")
+    ok = [bool(a and np.isfinite(corrected[i])) for i, a in enumerate(applied)]
+    return {
+        "values": {n: float(corrected[i]) for i, n in enumerate(names) if ok[i]},
+        "std": tuple(float(std[i] if ok[i] else boot.std[i]) for i in range(2)),
+        "uncorrected": {n: float(boot.center[i]) for i, n in enumerate(names)},
+        "bias": {
+            n: float(b) if np.isfinite(b) else None for n, b in zip(names, boot.bias, strict=True)
+        },
+        "applied": dict(zip(names, ok, strict=True)),
+        "method": "value = 2 fit - median of the refits; std = the refits' spread "
+        "x sqrt(1 + pi / (2 n)) (the median's Monte Carlo error)",
+    }
 
 
 def _draws_covariance(boot) -> np.ndarray:
