@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--jsonl", help="append each seed's row to this file as it is done")
+    parser.add_argument("--workers", type=int, default=1, help="processes sharing the seeds")
     parser.add_argument("--load", action="append", help="print the table of rows in JSONL files")
     args = parser.parse_args()
     if args.load:
@@ -84,13 +85,14 @@ def main() -> None:
     case = replace(SLIDING if args.case == "sliding" else NO_SLIP, draws=args.draws)
     print(f"case {args.case}: {case}; load average {os.getloadavg()}")
     start = time.perf_counter()
-    rows = []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        row = run_drop_case(case, [seed], print)[0]
-        rows.append(row)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+
+    def save(row):
         if args.jsonl:
             with open(args.jsonl, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
+
+    rows = run_drop_case(case, seeds, print, workers=args.workers, on_row=save)
     print(
         f"{len(rows)} datasets in {time.perf_counter() - start:.0f} s wall; "
         f"load average {os.getloadavg()}"

@@ -23,7 +23,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
 
 import numpy as np
 from rich.console import Console
@@ -79,11 +81,29 @@ def throw(case: DropCase):
 
 
 def run_drop_case(
-    case: DropCase, seeds, progress: Callable[[str], None] | None = None
+    case: DropCase,
+    seeds,
+    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+    on_row: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """One row per seed: ``values``, ``truth``, ``std_linearized`` and ``std_bootstrap``
     per parameter (None where the parameter is not identified: mu where nothing slides, a
-    restitution no impact resolves), the NLP's status, the bootstrap's refits and costs."""
+    restitution no impact resolves), the NLP's status, the bootstrap's refits and costs.
+    ``workers`` > 1: the seeds are shared among that many processes (spawned: each imports
+    and compiles afresh), the rows in the order of ``seeds`` all the same. ``on_row(row)``
+    is called as each row is done (to save it)."""
+    if workers > 1:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            jobs = [pool.submit(run_drop_case, case, [seed]) for seed in seeds]
+            rows = []
+            for job in jobs:
+                rows += job.result()
+                if on_row is not None:
+                    on_row(rows[-1])
+                if progress is not None:
+                    progress(_summary(rows[-1]))
+            return rows
     spec, geometry, t_m, q_true, truth = throw(case)
     sigma = np.array([case.noise, case.noise, case.noise])
     settings = ipopt_settings(spec, (case.noise, case.noise))
@@ -152,16 +172,24 @@ def run_drop_case(
             "bootstrap_cpu_s": boot.cpu_s,
         }
         rows.append(row)
+        if on_row is not None:
+            on_row(row)
         if progress is not None:
-            progress(
-                f"seed {seed}: J/m {fit.j_over_m * 1e6:.1f} mm^2 (lin std "
-                f"{cov['std'][0] * 1e6:.1f}, boot {boot.std[0] * 1e6:.1f}, corrected "
-                f"{boot.corrected[0] * 1e6:.1f}), mu {fit.mu:.4f} (corrected "
-                f"{boot.corrected[1]:.4f}, std {boot.std[1]:.4f}); {len(competing)} competing "
-                "basins; "
-                f"fit {fit_s[1]:.1f} s CPU, bootstrap {boot.cpu_s:.1f} s CPU"
-            )
+            progress(_summary(row))
     return rows
+
+
+def _summary(row: dict) -> str:
+    """One line of a row for progress output."""
+    v, c, b, lin = (row[k] for k in ("values", "values_corrected", "std_bootstrap",
+                                     "std_linearized"))  # fmt: skip
+    return (
+        f"seed {row['seed']}: J/m {v['J_over_m'] * 1e6:.1f} mm^2 (lin std "
+        f"{(lin['J_over_m'] or math.inf) * 1e6:.1f}, boot {(b['J_over_m'] or math.inf) * 1e6:.1f}"
+        f", corrected {c['J_over_m'] * 1e6:.1f}), mu {v['mu']:.4f} (corrected {c['mu']:.4f}, "
+        f"std {b['mu'] or math.inf:.4f}); {len(row['basins'])} competing basins; fit "
+        f"{row['fit_cpu_s']:.1f} s CPU, bootstrap {row['bootstrap_cpu_s']:.1f} s CPU"
+    )
 
 
 def _restitution(fit, t_m, q_m, geometry, noise, draws: int, seed: int):
