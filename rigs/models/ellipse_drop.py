@@ -831,17 +831,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         lower_bound=[False, friction["sliding_steps"] == 0, False],
         unexcited={} if excited else {"J_over_m": "no angular velocity jump at any contact"},
     )
-    for name, is_far in zip(("J_over_m", "mu"), far, strict=True):
-        if is_far and params[name].identifiable:
-            alt = ", ".join(f"{b[name.lower()] * (1e6 if name == 'J_over_m' else 1):.4g}"
-                            for b in competing)  # fmt: skip
-            params[name] = replace(
-                params[name],
-                identifiable=False,
-                reason=f"multimodal: another local minimum ({alt}"
-                f"{' mm^2' if name == 'J_over_m' else ''}) fits the frames as well "
-                f"(twice the objective within {drop_checks.BASIN_CHI2:g})",
-            )
+    params = multimodal_flags(params, far, competing)
     ident = dict(ident)
     ident["basins"] = {
         "multimodal": bool(competing),
@@ -938,6 +928,24 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         status=status.to_dict(),
         validation=checked_fit,
     )
+
+
+def multimodal_flags(params: dict, far, competing: list[dict]) -> dict:
+    """``params`` with J/m and mu not identifiable where a competing basin
+    (``drop_checks.basins``) moves them by more than 2 std (``far`` [2], from
+    ``drop_checks.basin_spread``); the reason names the other values."""
+    out = dict(params)
+    for name, is_far in zip(("J_over_m", "mu"), far, strict=True):
+        if is_far and out[name].identifiable:
+            scale, unit = (1e6, " mm^2") if name == "J_over_m" else (1.0, "")
+            alt = ", ".join(f"{b[name.lower()] * scale:.4g}" for b in competing)
+            out[name] = replace(
+                out[name],
+                identifiable=False,
+                reason=f"multimodal: another local minimum ({alt}{unit}) fits the frames as "
+                f"well (twice the objective within {drop_checks.BASIN_CHI2:g} of the fit's)",
+            )
+    return out
 
 
 def bias_correction(boot, jm_inside: bool, mu_identified: bool) -> dict:

@@ -62,3 +62,22 @@ def test_the_widened_std_covers_the_competing_basin_and_flags_a_far_one():
     assert 15e-6 <= 2 * std[0] and 0.03 <= 2 * std[1]
     same, none = basin_spread(values, STD, [])
     np.testing.assert_allclose(same, STD) and not none.any()
+
+
+def test_a_far_competing_basin_makes_the_parameter_not_identifiable():
+    from physid.estimation.estimate import ParameterEstimate
+    from physid.rigs.models.ellipse_drop import multimodal_flags
+
+    params = {
+        "J_over_m": ParameterEstimate(744.3e-6, 13e-6, "m^2", True),
+        "mu": ParameterEstimate(0.3065, 0.016, "1", True),
+        "restitution": ParameterEstimate(0.19, 0.03, "1", True),
+    }
+    competing = [{"j_over_m": 759.3e-6, "mu": 0.3365}]
+    out = multimodal_flags(params, [False, True], competing)
+    assert out["J_over_m"] is params["J_over_m"] and out["restitution"].identifiable
+    mu = out["mu"]
+    assert not mu.identifiable and mu.reason.startswith("multimodal")
+    assert "0.3365" in mu.reason and mu.value == 0.3065 and mu.std == 0.016
+    # nothing far: nothing changes
+    assert multimodal_flags(params, [False, False], competing) == params
