@@ -122,6 +122,13 @@ def observed_gaps(q: np.ndarray, geometry: ContactGeometry) -> np.ndarray:
     return np.where(idx >= 0, gaps, np.inf)
 
 
+# chi^2 quantile, 2 degrees of freedom (J/m and mu), 95 %: Wilks' threshold on twice the
+# objective difference between two solutions. Twice the objective is chi^2 plus the
+# penalties (a -2 log-likelihood of the penalized model), so a solution within this of
+# another is inside its 95 % likelihood region: the data do not tell them apart.
+LIKELIHOOD_RATIO_95 = 5.991
+
+
 @dataclass(frozen=True)
 class IpoptSettings:
     """Settings of the identification NLP (see the module docstring for the weighting rule).
@@ -136,9 +143,12 @@ class IpoptSettings:
     the solution slips visibly against Coulomb's law (``ContactSteps.off_law``). Off by
     default: it fixed mu in one Table 1 cell but made the linearized std of J/m 3x more
     conservative (ten noise draws at 120 fps: median 30.5 vs 8.7 mm^2, spread 5.5-6.7).
-    ``mu_starts``: further initial mu always solved from (the built solver reused, the
-    lowest objective kept, every solution recorded in ``stats["restarts"]``): a multi-start
-    on mu. Empty by default; the drop path sets it (``drop_checks.fit_multistart``).
+    ``mu_starts``: further initial mu always solved from (the built solver reused, every
+    solution recorded in ``stats["restarts"]``): a multi-start on mu. A start replaces the
+    first solution only where its objective is lower by more than ``LIKELIHOOD_RATIO_95`` / 2
+    (the data reject the first); within that the two are the same fit to the data's
+    precision and the first is kept, so adding a start does not move a fit it cannot
+    improve. Empty by default; the drop path sets it (``drop_checks.fit_multistart``).
     """
 
     h_max: float = 1e-3
@@ -272,8 +282,9 @@ def identify_contact(
             continue
         tried_mu.add(mu0)
         problem, sol, other = _better(
-            problem, sol, t_m, q_m, geometry, settings, "multi-start", mu_initial=mu0
-        )
+            problem, sol, t_m, q_m, geometry, settings, "multi-start", mu_initial=mu0,
+            margin=0.5 * LIKELIHOOD_RATIO_95,
+        )  # fmt: skip
         restarts.append(other)
         wall, iterations = wall + other["wall"], iterations + other["iterations"]
     retry = settings.retry_mu_initial is not None and settings.retry_mu_initial not in tried_mu
@@ -443,11 +454,12 @@ def impacts(parts: dict, frame_t, settings: IpoptSettings) -> Impacts:
     return Impacts(first, last, total_pn, total_pt, before, after, slides, miss, miss > noise)
 
 
-def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=None):
+def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=None, margin=0.0):
     """Solve once more from the warm start with the tighter initial cone ``mu_initial``
-    (default ``settings.retry_mu_initial``; same weights) and keep the lower objective:
-    (problem, solution, record of the restart for ``stats``: both solutions' objective,
-    J/m, mu, chi^2 and Gamma, "first" the one before the restart).
+    (default ``settings.retry_mu_initial``; same weights) and keep it where its objective is
+    lower by more than ``margin``: (problem, solution, record of the restart for ``stats``:
+    both solutions' objective, J/m, mu, chi^2 and Gamma, "first" the one before the
+    restart, and which was kept).
 
     The initial cone changes only the start point (mu^0 and the clipping of the warm start's
     tangential impulses), not the NLP, so the step-wise NLP is not built again (~1 s for
@@ -478,9 +490,9 @@ def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=
             for name, p, s in (("first", problem, sol), ("restart", retry, other))
         },
     }
-    if other["f"] < sol["f"]:
-        return retry, other, record
-    return problem, sol, record
+    if other["f"] < sol["f"] - margin:
+        return retry, other, record | {"kept": "restart"}
+    return problem, sol, record | {"kept": "first"}
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from physid.dynamics.planar_contact_scan import rollout
 from physid.estimation.estimate import Result, Status
 from physid.estimation.flags import bound_flags
 from physid.estimation.ipopt_contact import (
+    LIKELIHOOD_RATIO_95,
     _geometry_numeric,
     assign_surfaces,
     identify_contact,
@@ -223,7 +224,8 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     or no convergence test passed — from more starts: the J/m the frames' own impacts imply
     (:func:`impact_consistency`, their median) and a third and three times the first start.
     Each J/m start is also solved from a second initial mu (``MU_START``, the multi-start on
-    mu of ``identify_contact``; the lower objective kept). The lowest objective whose J/m is
+    mu of ``identify_contact``: kept where its objective is lower by more than
+    ``BASIN_CHI2`` / 2, the first otherwise). The lowest objective whose J/m is
     inside its box wins (else the lowest). Returns (fit, starts: [{start, j_over_m, mu,
     objective, status, solutions}]), ``solutions`` every converged solution of that start
     (:func:`basins` reads them).
@@ -268,11 +270,9 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
 
 MU_START = 0.2  # the second initial mu of every start (the first is the spec's, 0.5)
 
-# chi^2 quantile, 2 degrees of freedom (J/m, mu), 95 %: Wilks' threshold on twice the
-# objective difference between two solutions. Twice the objective is chi^2 plus the
-# penalties (a -2 log-likelihood of the penalized model), so a local minimum within this of
-# the best is inside the best's 95 % likelihood region: the data do not tell them apart.
-BASIN_CHI2 = 5.991
+# Twice the objective difference within which another solution competes with the fit
+# (ipopt_contact.LIKELIHOOD_RATIO_95: chi^2 with 2 degrees of freedom at 95 %).
+BASIN_CHI2 = LIKELIHOOD_RATIO_95
 
 
 def basins(starts: list[dict], best: dict, std, threshold: float = BASIN_CHI2) -> list[dict]:
