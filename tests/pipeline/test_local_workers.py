@@ -32,8 +32,20 @@ def _run_on_workers(jobs: int, fn, pin: bool = False):
         return list(client.run(fn).values())
 
 
-def test_local_workers_start_with_the_allocator_environment():
-    (env,) = _run_on_workers(1, _environment)
+def _environment_and_affinities():
+    return _environment(), _affinities()
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    """``(environment, affinities)`` of the worker of a one-job local cluster asked to pin
+    (which ``--jobs 1`` does not do): one cluster for both tests, each start ~4 s."""
+    (found,) = _run_on_workers(1, _environment_and_affinities, pin=True)
+    return found
+
+
+def test_local_workers_start_with_the_allocator_environment(one_worker):
+    env, _ = one_worker
     assert env == {k: str(v) for k, v in allocator.ENVIRONMENT.items()}
 
 
@@ -41,12 +53,12 @@ def test_local_workers_start_with_the_allocator_environment():
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs Linux affinity and two cores",
 )
-def test_pinned_workers_get_one_core_each_and_unpinned_keep_all():
+def test_pinned_workers_get_one_core_each_and_unpinned_keep_all(one_worker):
     cpus = sorted(os.sched_getaffinity(0))
     pinned = _run_on_workers(2, _affinities, pin=True)
     cores = [{c for a in threads.values() for c in a} for threads in pinned]
     assert all(len(c) == 1 for c in cores), pinned  # every thread of a worker on one core
     assert cores[0] != cores[1], pinned
-    for workers in (_run_on_workers(2, _affinities), _run_on_workers(1, _affinities, pin=True)):
+    for workers in (_run_on_workers(2, _affinities), [one_worker[1]]):
         for threads in workers:
             assert all(a == cpus for a in threads.values()), threads
