@@ -1,6 +1,8 @@
 """Small real experiment folders for the pipeline tests: short pendulum encoder captures
 (raw ``.bin`` bytes of the board protocol), written once per session."""
 
+import io
+import os
 import shutil
 from pathlib import Path
 
@@ -8,6 +10,7 @@ import pytest
 
 from physid.rigs.pipeline.sample import EncoderScenario, capture_bytes, simulate_hinged_tree
 from physid.spec import load_spec
+from physid.vision.camera import action_camera
 
 # 1.5 s released from 2.5 rad: ~1500 LM steps, enough to identify J to well under 1 %.
 SHORT = EncoderScenario(duration=1.5, angles0=(2.5,), board_t0=3.0, seed=1)
@@ -54,3 +57,36 @@ def pendulum_folder(tmp_path, capture) -> Path:
 def true_j() -> float:
     """The pendulum's true J (kg m^2) in the spec's [simulation.truth]."""
     return float(load_spec("pendulum").sections["simulation"]["truth"]["J"])
+
+
+@pytest.fixture(scope="session")
+def mixed_run(tmp_path_factory, capture) -> tuple[Path, Path, Path]:
+    """``(folder, out, index)``: ``physid process`` (one local Dask worker, cross-validation
+    on) of a folder with one good pendulum experiment and three bad ones: ``truncated`` (a
+    capture cut inside its first frame), ``corrupt`` (a video of random bytes) and
+    ``orphan`` (no rig spec). Run once per session: test_process.py checks the side-by-side
+    report, and test_safety.py's finished report is its good experiment (the pendulum
+    identification compiled and run once, not once in a worker and again in the tests)."""
+    from rich.console import Console
+
+    from physid.rigs.pipeline.process import ProcessOptions, process_folder
+
+    root = tmp_path_factory.mktemp("mixed")
+    folder = root / "mixed"
+    folder.mkdir()
+    (folder / "good.bin").write_bytes(capture.read_bytes())
+    (folder / "cut.bin").write_bytes(capture.read_bytes()[:15])  # ends inside frame 0 (20 B)
+    (folder / "broken.avi").write_bytes(os.urandom(4096))
+    action_camera().save(folder / "camera.json")
+    pipeline_spec(folder / "pendulum.toml")  # a spec file of the folder's, not the built-in
+    (folder / "experiments.toml").write_text(
+        '[experiments.good]\nrig = "pendulum.toml"\nencoder = "good.bin"\n'
+        '[experiments.truncated]\nrig = "pendulum.toml"\nencoder = "cut.bin"\n'
+        '[experiments.corrupt]\nrig = "ellipse_drop"\nvideo = "broken.avi"\n'
+        'calibration = "camera.json"\n'
+        '[experiments.orphan]\nencoder = "good.bin"\n'
+    )
+    out = root / "reports"
+    console = Console(file=io.StringIO(), width=120)
+    index = process_folder(folder, out, ProcessOptions(jobs=1), console)
+    return folder, out, index

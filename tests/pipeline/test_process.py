@@ -17,9 +17,7 @@ from rich.console import Console
 
 from physid.rigs.pipeline.process import ProcessOptions, load_index, process_folder
 from physid.spec import load_spec
-from physid.vision.camera import action_camera
 from tests.conftest import PHYSID
-from tests.pipeline.conftest import pipeline_spec
 
 # Tests of reuse and resumption leave out the cross-experiment pass (its own test below).
 NO_CV = ProcessOptions(jobs=1, cross_validate=False)
@@ -33,23 +31,11 @@ def by_name(out: Path) -> dict:
     return {s["experiment"]: s for s in load_index(out)}
 
 
-def test_good_and_bad_experiments_are_reported_side_by_side(tmp_path, capture, true_j):
-    folder = tmp_path / "mixed"
-    folder.mkdir()
-    (folder / "good.bin").write_bytes(capture.read_bytes())
-    (folder / "cut.bin").write_bytes(capture.read_bytes()[:15])  # ends inside frame 0 (20 B)
-    (folder / "broken.avi").write_bytes(os.urandom(4096))
-    action_camera().save(folder / "camera.json")
-    pipeline_spec(folder / "pendulum.toml")  # a spec file of the folder's, not the built-in
-    (folder / "experiments.toml").write_text(
-        '[experiments.good]\nrig = "pendulum.toml"\nencoder = "good.bin"\n'
-        '[experiments.truncated]\nrig = "pendulum.toml"\nencoder = "cut.bin"\n'
-        '[experiments.corrupt]\nrig = "ellipse_drop"\nvideo = "broken.avi"\n'
-        'calibration = "camera.json"\n'
-        '[experiments.orphan]\nencoder = "good.bin"\n'
-    )
-    out = tmp_path / "reports"
-    index = process_folder(folder, out, ProcessOptions(jobs=1), quiet())
+def test_good_and_bad_experiments_are_reported_side_by_side(mixed_run, true_j):
+    """One good pendulum experiment next to a truncated capture, a corrupt video and an
+    experiment without rig spec (the folder of ``mixed_run`` in tests/pipeline/conftest.py,
+    processed by one local Dask worker)."""
+    _, out, index = mixed_run
     found = by_name(out)
     good = found["good"]
     assert good["status"] == "ok", good.get("error")

@@ -156,20 +156,35 @@ def test_manifest_inputs_outside_the_folder_need_allow_outside(tmp_path, capture
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory, capture):
+def finished(tmp_path_factory, mixed_run):
     """A folder with one pendulum experiment `a` and an output folder where its report is
-    finished (computed once; tests copy the output folder)."""
+    finished (tests copy the output folder). The report is the good experiment of
+    ``mixed_run`` (tests/pipeline/conftest.py): the same capture bytes through the same spec
+    text, identified by ``physid process`` once for the session; its summary is relabelled
+    to this folder's experiment (name, inputs, input hash), which is all that differs."""
+    from physid.rigs.pipeline.experiments import input_hash
+    from physid.rigs.pipeline.process import _write_index
+
+    mixed, mixed_out, _ = mixed_run
     root = tmp_path_factory.mktemp("finished")
     folder = root / "recordings"
     folder.mkdir()
     pipeline_spec(folder / "pendulum.toml")
-    shutil.copy(capture, folder / "a.bin")
+    shutil.copy(mixed / "good.bin", folder / "a.bin")
+    assert _sha(folder / "pendulum.toml") == _sha(mixed / "pendulum.toml")
     out = root / "reports"
+    shutil.copytree(mixed_out / "good", out / "a")
     (exp,) = discover(folder)
-    summary = run_experiment(exp, out, {})
+    summary = json.loads((out / "a" / "summary.json").read_text())
     assert summary["status"] == "ok", summary.get("error")
-    from physid.rigs.pipeline.process import _write_index
-
+    summary.update(
+        experiment=exp.name,
+        rig=exp.rig,
+        inputs=[str(p) for p in exp.input_files()],
+        digest=input_hash(exp, {}),  # run_experiment's settings here, as in process's
+    )
+    (out / "a" / "summary.json").write_text(json.dumps(summary))
+    assert run_experiment(exp, out, {}).get("skipped") is True  # a finished report of `a`
     _write_index(out, [exp], {"a": summary})
     (out / LOCK_FILE).write_text("pid 1 (an earlier run)\n")
     return folder, out
