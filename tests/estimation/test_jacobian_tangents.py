@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 
 from physid.estimation.hinged_problem import _Model
-from tests.estimation.driven_furuta import driven_furuta as _driven_furuta
+from tests.estimation.fast_furuta import driven_furuta_fast
 
 
 @pytest.fixture(scope="module")
 def driven_furuta():
     """A driven Furuta with encoders and camera markers (tests/estimation/driven_furuta.py),
-    shared with test_markers.py's check of the marker rows: one compiled model for both."""
-    return _driven_furuta()
+    shared with test_markers.py's check of the marker rows: one compiled model for both,
+    its linearization and residuals compiled without LLVM's optimizations
+    (tests/estimation/fast_furuta.py)."""
+    return driven_furuta_fast()
 
 
 # Each case compiles three models (the joint one 52 s on the 2-core AMD EPYC VM, the test run's

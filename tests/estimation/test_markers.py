@@ -14,7 +14,8 @@ from physid.estimation.markers import (
     project_fisheye,
     project_pinhole,
 )
-from tests.estimation.driven_furuta import D_FISHEYE, MARKER_SIGMA, K, driven_furuta
+from tests.estimation.driven_furuta import D_FISHEYE, MARKER_SIGMA, K
+from tests.estimation.fast_furuta import driven_furuta_fast
 
 D_PINHOLE = np.array([-0.21, 0.05, 1.2e-3, -8e-4, -4e-3])  # k1 k2 p1 p2 k3
 
@@ -48,8 +49,8 @@ def test_pinhole_projection_matches_opencv():
 def furuta_problem():
     """The driven Furuta of tests/estimation/driven_furuta.py: 3 markers (two on the pendulum,
     one on the arm) seen by a fisheye camera 0.6 m away on alternate steps. The same problem
-    (and compiled model) as test_jacobian_tangents.py's."""
-    return driven_furuta()
+    (and compiled model, tests/estimation/fast_furuta.py) as test_jacobian_tangents.py's."""
+    return driven_furuta_fast()
 
 
 def test_marker_rows_jacobian_matches_finite_differences(furuta_problem):
