@@ -2,11 +2,14 @@
 of a double pendulum's normal modes, bounded energy error, second-order convergence to an
 independent ODE solver, and a residual form that agrees with the step it describes."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
+from tree_cases import FAST_COMPILE
 
 from physid.dynamics import actuators, newton_euler, variational
 from physid.dynamics.tree import (
@@ -64,6 +67,8 @@ def _chain(n_links: int, length=0.3, mass=0.2, actuated=False, **dof_values):
 # Every two-link test runs this one actuated chain (damping, friction and input are traced
 # parameters, so they share one compilation) in chunks of CHUNK steps; the energy of each state
 # and the residual of each step come out of the same compiled function.
+# Compiled without LLVM's optimizations (FAST_COMPILE: same float64 IEEE arithmetic): the
+# file's CPU 32.4 -> 26.3 s on an empty cache, the rollouts themselves no slower to notice.
 CHAIN = _chain(2, actuated=True)[0]
 CHUNK = 125
 
@@ -73,7 +78,7 @@ def _energy(params, q, p):
     return newton_euler.total_energy(CHAIN, params, q, qd)
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 def _chunk(params, q0, p0, u, h):
     q, p = variational.rollout_from_momentum(CHAIN, params, q0, p0, u, h)
     energy = jax.vmap(lambda a, b: _energy(params, a, b))(q[1:], p[1:])
@@ -100,7 +105,7 @@ def _run(params, q0, qd0, u, h):
     return tuple(np.concatenate(x) for x in (q, p, energy, residual))
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 def _momentum(params, q, qd):
     return variational.momentum(CHAIN, params, q, qd)
 
