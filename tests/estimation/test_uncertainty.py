@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from physid.estimation.lm import Linearization
-from physid.estimation.uncertainty import bound_flags, noise_influence, parameter_covariance
+from physid.estimation.uncertainty import (
+    batch_dof,
+    batch_means,
+    bound_flags,
+    coverage_factor,
+    noise_influence,
+    overlapping_batch_means,
+    parameter_covariance,
+)
 
 N, D, P, MD, MO = 12, 2, 3, 2, 1  # steps, state dims, parameters, dynamics and obs rows
 
@@ -125,3 +133,91 @@ def test_observation_rows_alone_as_the_random_input():
     # Counting the dynamics rows as noise only adds (their meat is positive semidefinite).
     full = parameter_covariance(lin, np.ones(P), np.ones(P), obs_noise=sigma)
     assert np.all(np.linalg.eigvalsh(full.cov - cov.cov) > -1e-12)
+
+
+# ------------------------------------------------- batch means, degrees of freedom, expansion
+
+
+def _ar1_sums(rng, reps: int, n: int, rho: float) -> np.ndarray:
+    """``reps`` series of n steps of a unit-innovation AR(1) with coefficient rho, started
+    stationary: a score correlated over ~(1 + rho)/(1 − rho) steps."""
+    x = np.empty((reps, n))
+    x[:, 0] = rng.normal(size=reps) / np.sqrt(1 - rho**2)
+    e = rng.normal(size=(reps, n))
+    for k in range(1, n):  # a test fixture, not a hot path: 600 vectorized steps
+        x[:, k] = rho * x[:, k - 1] + e[:, k]
+    return x
+
+
+@pytest.fixture(scope="module")
+def ar1():
+    """3000 AR(1) series (rho = 0.5, n = 600): the known answer of the batch-means checks.
+    Batches of 60 steps are 20 correlation times long, so both estimators' bias (O(τ/L),
+    about 5 %) is below the Monte Carlo error of the checks."""
+    rng = np.random.default_rng(7)
+    rho, n = 0.5, 600
+    x = _ar1_sums(rng, 3000, n, rho)
+    # Var(Σ x_k) = Σ_ij γ(|i − j|), γ(h) = rho^h / (1 − rho²): about 4 n here
+    lag = np.arange(1, n)
+    omega = (n + 2 * np.sum((n - lag) * rho**lag)) / (1 - rho**2)
+    return x, omega
+
+
+def test_overlapping_batch_means_estimate_the_sums_variance_with_more_dof(ar1):
+    """Both batch-means estimators of Var(Σ x_k) are unbiased to the O(τ/L) of a correlated
+    series, and the overlapping one's variance is about 2/3 of the disjoint one's at the same
+    batch length (Meketon & Schmeiser): its degrees of freedom, 2 E[V]²/Var(V), about
+    1.5 (B − 1) = 13.5 against 9 (``batch_dof``)."""
+    x, omega = ar1
+    bm = np.array([batch_means(s[:, None], 10)[0, 0] for s in x])
+    obm = np.array([overlapping_batch_means(s[:, None], 10)[0, 0] for s in x])
+    # Means over 3000 replicates: 1 % Monte Carlo error (9 dof: sd 47 % / √3000); the bias
+    # of L = 60 steps against τ = 3 is about −5 % (−2τ/L·(1 − …)): 10 % covers both.
+    assert bm.mean() == pytest.approx(omega, rel=0.1)
+    assert obm.mean() == pytest.approx(omega, rel=0.1)
+    dof_bm, dof_obm = (2 * v.mean() ** 2 / v.var() for v in (bm, obm))
+    # The measured dof has a Monte Carlo error of ~4 % (3000 replicates) and the estimators'
+    # finite-sample non-normality: 20 % around the nominal values.
+    assert dof_bm == pytest.approx(batch_dof(10), rel=0.2), dof_bm
+    assert dof_obm == pytest.approx(batch_dof(10, overlapping=True), rel=0.2), dof_obm
+    assert dof_obm > 1.3 * dof_bm
+
+
+def test_coverage_factor_makes_two_std_a_95_percent_interval(ar1):
+    """The error Σ x_k over a std from 10 overlapping batches is t-like with ~13.5 dof: ±2 std
+    covers 93–94 %, ±2 k std 95 % (k = t_0.975(13.5)/1.96 = 1.10), ±1 k std about 71 %."""
+    x, _ = ar1
+    err = x.sum(axis=1)
+    std = np.sqrt([overlapping_batch_means(s[:, None], 10)[0, 0] for s in x])
+    k = coverage_factor([batch_dof(10, overlapping=True)])[0]
+    assert k == pytest.approx(1.098, abs=0.002)
+    z = np.abs(err) / std
+    # 3000 replicates: the binomial sd of a fraction near 95 % is 0.4 %; ±1.2 % is 3 sd.
+    assert np.mean(z <= 2) < 0.945
+    assert np.mean(z <= 2 * k) == pytest.approx(0.95, abs=0.012)
+    assert np.mean(z <= k) == pytest.approx(0.71, abs=0.03)
+    assert coverage_factor([np.inf])[0] == 1.0
+
+
+def test_expanded_covariance_carries_each_parameters_coverage_factor():
+    """``expanded=True`` scales Λ by D = diag(k): std by k, correlations unchanged; the
+    effective dof (Welch–Satterthwaite) is finite with batch means, and without them the
+    std is (3.31)'s, k = 1."""
+    lin = _random_linearization(4)
+    plain = parameter_covariance(lin, np.ones(P), np.ones(P), batches=4, overlapping=True)
+    wide = parameter_covariance(
+        lin, np.ones(P), np.ones(P), batches=4, overlapping=True, expanded=True
+    )
+    assert wide.expanded and not plain.expanded
+    np.testing.assert_allclose(plain.dof, wide.dof)
+    # V ≥ M and V ≥ W per parameter (V = W + (M − W)₊), so 1/ν_eff ≤ 1/ν_M + 1/ν_W
+    nu_m, nu_w = batch_dof(4, overlapping=True), N - 1
+    assert np.all(np.isfinite(plain.dof))
+    assert np.all(plain.dof >= 1 / (1 / nu_m + 1 / nu_w) - 1e-9), plain.dof
+    np.testing.assert_allclose(wide.coverage_factor, coverage_factor(plain.dof))
+    k = wide.coverage_factor
+    np.testing.assert_allclose(wide.std, plain.std * k, rtol=1e-12)
+    np.testing.assert_allclose(wide.cov, plain.cov * np.outer(k, k), rtol=1e-12)
+    white = parameter_covariance(lin, np.ones(P), np.ones(P), expanded=True)
+    assert np.all(np.isinf(white.dof)) and np.all(white.coverage_factor == 1.0)
+    np.testing.assert_allclose(white.cov, _dense_covariance(lin, [0, 1, 2]), rtol=1e-8)
