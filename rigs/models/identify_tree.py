@@ -544,7 +544,9 @@ def identify_tree_series(
         say(f"  {_prediction_line(p)}")
     covers = (
         "The std is linearized (Marklund et al. (3.31)) with the residuals' own covariance and "
-        f"batch means over {settings['covariance_batches']} blocks of the record; it does not "
+        f"overlapping batch means over windows of 1/{settings['covariance_batches']} of the "
+        "record, expanded by t_0.975(ν_eff)/1.96 for the batch means' degrees of freedom "
+        "(std_dof), so that ±2 std is a 95 % interval; it does not "
         f"cover the discretization error of h = {settings['h']:g} s, errors of the fixed "
         "values or of the model's form."
     )
@@ -603,6 +605,8 @@ def identify_tree_series(
             "costs_per_log": [f["cost"] for f in fits],
             "consistency": _consistency_report(problem, res, cov, theta0),
             "std_linearized_white": dict(zip(names, white.std.tolist(), strict=True)),
+            "std_dof": dict(zip(names, cov.dof.tolist(), strict=True)),
+            "std_coverage_factor": dict(zip(names, cov.coverage_factor.tolist(), strict=True)),
             **step_extra,
             **row_extra,
             "prediction_series": [p.series(t0) for p, t0 in zip(predictions, origins, strict=True)],
@@ -768,10 +772,13 @@ def fitted_covariance(
     if not hold_bounds:
         bounds = np.full(len(result.theta), "")
     lmi, values = problem.consistency, result.theta * problem.scale
+    # Overlapping batch means, the std expanded by t_0.975(ν_eff)/1.96 (issue 24's coverage
+    # study, docs/validation.md); without batches ν_eff is infinite and nothing changes.
+    kw = {"batches": batches, "overlapping": True, "expanded": True}
     if lmi is None:
-        return parameter_covariance(result.lin, problem.scale, values, bounds, batches=batches)
+        return parameter_covariance(result.lin, problem.scale, values, bounds, **kw)
     rows = lmi.active_rows(result.theta)
-    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows, batches=batches)
+    cov = parameter_covariance(result.lin, problem.scale, values, bounds, rows, **kw)
     return replace(cov, on_consistency_face=lmi.on_face(result.theta))
 
 
