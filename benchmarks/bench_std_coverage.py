@@ -40,6 +40,8 @@ from physid.rigs.pipeline.coverage import (
     coverage,
     run_case,
     run_tree_case,
+    std_pieces,
+    unexpanded,
 )
 
 
@@ -88,7 +90,8 @@ def main() -> None:
                       for v in sorted({r['verdict'] for r in rows})))  # fmt: skip
     if "iterations" in rows[0]:  # the tree's rows
         variants = [
-            (rows, "std", "reported"),
+            (rows, "std", "reported (overlapping batch means, expanded by t_0.975(ν_eff)/1.96)"),
+            (unexpanded(rows), "std", "the same before the coverage factor"),
             (rows, "std_white", "reported values, (3.31) white std of the fit at h"),
         ]
         if "values_at_step" in rows[0]:
@@ -101,6 +104,7 @@ def main() -> None:
             variants.append((half, "std", "refit at h/2: χ(h/2), its std"))
         table(variants)
         bias(rows)
+        pieces(rows)
         return
     variants = (
         (rows, "std", "step_extrapolation: 2χ(h/2) − χ(h), linearized ⊕ its noise ⊕ |d|/√3"),
@@ -130,10 +134,26 @@ def bias(rows) -> None:
     """Per parameter: the mean error (the model error, the same in every dataset), the spread
     of the errors and the median reported std."""
     print(f"\n{'parameter':10} {'mean error':>11} {'sd of errors':>13} {'median std':>11}")
+    rows = [r for r in rows if r["converged"]]  # the others have no std (flags.py)
     for name in rows[0]["values"]:
         err = [r["values"][name] - r["truth"][name] for r in rows]
         std = [r["std"][name] for r in rows]
         print(f"{name:10} {np.mean(err):11.3g} {np.std(err, ddof=1):13.3g} {np.median(std):11.3g}")
+
+
+def pieces(rows) -> None:
+    """The std's pieces per parameter (``coverage.std_pieces``): is err/std Student-t-like
+    with the batch means' degrees of freedom?"""
+    print(f"\n{'parameter':10} {'white':>6} {'excess':>7} {'ν_eff':>6} {'k':>6} {'ν̂ spread':>9} "
+          f"{'sd z':>5} {'kurt z':>7} {'KS N':>5} {'KS t':>5}")  # fmt: skip
+    for name, c in std_pieces(rows).items():
+        print(f"{name:10} {c['white_share']:6.2f} {c['excess_share']:7.2f} {c['dof']:6.1f} "
+              f"{c['coverage_factor']:6.3f} {c['dof_from_spread']:9.1f} {c['sd_z']:5.2f} "
+              f"{c['kurtosis_z']:+7.2f} {c['ks_normal']:5.2f} {c['ks_t']:5.2f}")  # fmt: skip
+    print("(medians over the datasets of the white meat's and the batch-means excess's share of "
+          "the unexpanded variance, ν_eff and k; ν̂ = 2 E[V]²/Var(V) of that variance over the "
+          "datasets; z = error / reported std, its excess kurtosis and KS p-values of the "
+          "unexpanded z against N(0,1) and t(ν_eff))")  # fmt: skip
 
 
 if __name__ == "__main__":

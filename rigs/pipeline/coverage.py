@@ -212,6 +212,10 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
             "values": {n: est.parameters[n].value for n in names},
             "std": {n: est.parameters[n].std for n in names},
             "std_white": est.extra["std_linearized_white"],
+            # The std's pieces: its degrees of freedom and coverage factor (the reported std
+            # is the linearized one times k; ``std_pieces``)
+            "std_dof": est.extra.get("std_dof"),
+            "std_coverage_factor": est.extra.get("std_coverage_factor"),
             "at_bound": {n: est.parameters[n].at_bound for n in names},
             # On a box bound: no std; counted one-sidedly by its released std (``coverage``)
             "one_sided": {
@@ -242,6 +246,55 @@ def run_tree_case(case: Case, seeds, progress=None, each=None, half_step: bool =
         z = {n: (row["values"][n] - truth[n]) / row["std"][n] for n in names}
         say(f"seed {seed}: " + ", ".join(f"{n} z={v:+.2f}" for n, v in z.items()))
     return rows
+
+
+def unexpanded(rows: list[dict]) -> list[dict]:
+    """The rows with the std before the coverage factor (``std`` / k): the linearized std of
+    (3.31) with batch means, for comparison with the reported (expanded) one."""
+    out = []
+    for row in rows:
+        k = row.get("std_coverage_factor") or {}
+        out.append({**row, "std": {n: s / k.get(n, 1.0) for n, s in row["std"].items()}})
+    return out
+
+
+def std_pieces(rows: list[dict]) -> dict[str, dict]:
+    """Per parameter, over the datasets with a finite std: the medians of the white meat's
+    share of the (unexpanded) variance, of the batch-means excess's share, of ν_eff and of
+    k; the std's own spread as degrees of freedom, ν̂ = 2 E[V]² / Var(V) of the unexpanded
+    variance V (on one motion the errors' variance is the same in every dataset, so ν̂ is
+    the variance estimate's own: compare with ν_eff); and the z = error / reported std:
+    their sd, excess kurtosis (0 for a normal, 6/(ν − 4) for Student's t_ν) and the
+    Kolmogorov–Smirnov p-values against N(0, 1) and against t of the median ν_eff applied
+    to the unexpanded z."""
+    from scipy import stats
+
+    out = {}
+    for name in rows[0]["values"]:
+        ok = [r for r in rows if np.isfinite(r["std"][name]) and r["std"][name] > 0]
+        k = np.array([(r.get("std_coverage_factor") or {}).get(name, 1.0) for r in ok])
+        var = (np.array([r["std"][name] for r in ok]) / k) ** 2
+        white = np.array([r["std_white"][name] for r in ok]) ** 2
+        err = np.array([r["values"][name] - r["truth"][name] for r in ok])
+        nu = np.array([(r.get("std_dof") or {}).get(name, np.inf) for r in ok])
+        z_plain = err / np.sqrt(var)
+        z = z_plain / k  # over the reported std
+        nu_med = float(np.median(nu))
+        out[name] = {
+            "n": len(ok),
+            "white_share": float(np.median(np.minimum(white / var, 1.0))),
+            "excess_share": float(np.median(np.maximum(1.0 - white / var, 0.0))),
+            "dof": nu_med,
+            "coverage_factor": float(np.median(k)),
+            "dof_from_spread": float(2 * var.mean() ** 2 / var.var(ddof=1)),
+            "sd_z": float(np.std(z, ddof=1)),
+            "kurtosis_z": float(stats.kurtosis(z_plain)),
+            "ks_normal": float(stats.kstest(z_plain, "norm").pvalue),
+            "ks_t": float(stats.kstest(z_plain, stats.t(nu_med).cdf).pvalue)
+            if np.isfinite(nu_med)
+            else float("nan"),
+        }
+    return out
 
 
 def one_sided_z(value: float, truth: float, bound: dict) -> float:
