@@ -149,7 +149,7 @@ def test_tree_inertia_bias_is_noise_not_model_error(tree_rows):
     reason="measured: on one motion J over-covers (100 % within 1 std, median |z| 0.23): its "
     "batch means count the step's model error in the dynamics rows (about 3/4 of its "
     "variance), which this motion's turning points happen to leave small; over motions "
-    "(test_tree_motions_*) the same std gives 76 %",
+    "(test_tree_motions_*) the same std gives 77 %",
 )
 def test_tree_inertia_std_is_calibrated(tree_rows):
     c = coverage(tree_rows)["inertia"]
