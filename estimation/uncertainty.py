@@ -150,9 +150,8 @@ def parameter_covariance(
     dof = np.full(p, np.inf)
     if bm is not None:
         dof = effective_dof(
-            np.diag(cov_theta), np.diag(inv @ bm @ inv), np.diag(inv @ white @ inv),
-            batch_dof(batches, overlapping), n,
-        )  # fmt: skip
+            np.diag(cov_theta), np.diag(inv @ white @ inv), batch_dof(batches, overlapping), n
+        )
     k = coverage_factor(dof)
     cov = cov_theta * np.outer(scale, scale)
     if expanded:
@@ -184,21 +183,21 @@ def batch_dof(batches: int, overlapping: bool = False) -> float:
     return 1.5 * (b - 1) if overlapping else float(b - 1)
 
 
-def effective_dof(var, var_bm, var_white, nu_bm: float, n: int) -> np.ndarray:
-    """Welch–Satterthwaite ν_eff = V² / (M²/ν_M + W²/ν_W) of a parameter's variance
-    V = W + (M − W)₊ (all per parameter, the diagonal of the bread times each meat): the
-    batch-means part M with ν_M = ``nu_bm`` degrees of freedom, the white part W from the
-    residuals' sample covariance over the n steps (ν_W = n − 1).
+def effective_dof(var, var_white, nu_bm: float, n: int) -> np.ndarray:
+    """Welch–Satterthwaite ν_eff = V² / (V²/ν_M + W²/ν_W) of a parameter's variance
+    V = W + (M − W)₊ (per parameter, the diagonal of the bread times each meat): the
+    batch-means estimate with ν_M = ``nu_bm`` degrees of freedom, counted at the variance's
+    full size V, and the white meat W from the residuals' sample covariance over the n steps
+    (ν_W = n − 1).
 
-    Both terms are the variances of the estimates themselves, not of their difference: the
-    excess (M − W)₊ carries M's whole sampling noise. Counting the excess as a component of
-    its own, with its own size and ν_M (GUM's textbook use), gave ν_eff ≈ 130 for the
-    damping of the coverage pendulum (excess a quarter of V), whose reported variance
-    varies over 50 datasets of one motion as a 12–14 degree-of-freedom estimate does
-    (docs/validation.md)."""
-    var, var_bm, var_white = (np.asarray(a, float) for a in (var, var_bm, var_white))
+    Why V and not the excess's own size: (M − W)₊ carries the whole batch-means estimate's
+    sampling noise. On 50 datasets of one motion of the coverage pendulum (docs/validation.md)
+    the damping's reported variance varied as a 12–13 degree-of-freedom estimate (ν̂ = 2
+    E[V]²/Var(V) = 12.4; ν_M = 13.5); counting the excess as a component of its own (GUM's
+    textbook use, ν_eff ≈ 130 there) or M along the parameter (median 22) overstates it."""
+    var, var_white = (np.asarray(a, float) for a in (var, var_white))
     with np.errstate(divide="ignore", invalid="ignore"):
-        nu = var**2 / (var_bm**2 / nu_bm + var_white**2 / max(n - 1, 1))
+        nu = 1.0 / (1.0 / nu_bm + (var_white / var) ** 2 / max(n - 1, 1))
     return np.where(np.isfinite(nu) & (nu > 0), nu, np.inf)
 
 
