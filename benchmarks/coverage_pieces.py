@@ -3,7 +3,10 @@ of ``identify_tree_series`` (the same calls: consistent start, warm start, LM) a
 solution, the bread (TᵀT)⁻¹, the white meat TᵀĈT and the per-step score t_kᵀ z_k (θ units,
 dynamics and observation rows apart), saved to one .npz per seed. Every meat estimator
 (batch means with any B, overlapping batch means, lag windows) is then evaluated on the
-same fits offline (``benchmarks/coverage_meat.py``).
+same fits offline (``benchmarks/coverage_meat.py``). A fit that fails its convergence test
+is saved as it stopped (``converged`` false; the analysis leaves it out): the estimator's
+fallback for those (fits at the friction's row weights 0.7 and 0.9,
+``rigs.models.tree_row_weight``) is not run here.
 
     python benchmarks/coverage_pieces.py OUTDIR [--motions] [--seeds 100] [--first-seed 0]
 """
