@@ -28,16 +28,19 @@ def test_library_warnings_to_the_file_physid_warnings_to_the_terminal(tmp_path):
 
 
 @pytest.mark.slow
-def test_dask_port_warning_goes_to_the_log_of_process(tmp_path):
-    """``physid process`` while another program holds Dask's dashboard port 8787: Dask's
-    'Port 8787 is already in use' goes to OUT/physid.log, the terminal stays clean. Slow: a
-    local Dask cluster starts (36 s on the loaded two-core machine, 10 s of CPU)."""
+def test_a_held_dashboard_port_leaves_process_quiet(tmp_path):
+    """``physid process`` while another program holds Dask's dashboard port 8787: the local
+    cluster starts no dashboard (``rigs.pipeline.cluster``: no HTTP server unless asked
+    for), so nothing about the port reaches the terminal or the log. (Before the cluster
+    stopped serving a dashboard, Dask warned 'Port 8787 is already in use' and physid moved
+    the warning into OUT/physid.log.) Slow: a local Dask cluster starts (36 s on the loaded
+    two-core machine, 10 s of CPU)."""
     holder = socket.socket()
     try:
         holder.bind(("127.0.0.1", 8787))
         holder.listen()
     except OSError:
-        pass  # already held by something else: the warning comes all the same
+        pass  # already held by something else: the same situation
     folder = tmp_path / "recordings"
     folder.mkdir()
     (folder / "run1.bin").write_bytes(b"\xa5\x5a")  # no rig spec: an experiment that fails
@@ -48,8 +51,8 @@ def test_dask_port_warning_goes_to_the_log_of_process(tmp_path):
         holder.close()
     assert "index.html" in done.stdout, done.stderr
     assert "8787" not in done.stderr and "Warning" not in done.stderr, done.stderr
-    assert "Port 8787 is already in use" in (out / "physid.log").read_text()
-    assert f"warnings of other libraries: {out / 'physid.log'}" in " ".join(done.stderr.split())
+    log = out / "physid.log"
+    assert not log.exists() or "8787" not in log.read_text()
 
 
 def test_install_takes_over_warnings_in_a_fresh_process(tmp_path):
