@@ -7,8 +7,8 @@ alternate about their mean without changing any position, so while a joint stick
 that ends at rest, or a creeping stop) every other step sits on the stick threshold, the
 residual's piece switches there, and LM ends "stalled" near the answer: on MuJoCo's two-swing
 friction pendulum (tests/estimation/test_tree_friction.py) LM at α = ½ stopped with b +58 %
-from the default start, and even started from the extrapolated solution below its
-Gauss–Newton test failed (one more step "would lower the cost by 0.21 of itself"). With
+from the default start, and even started from the α = 0.7 solution its Gauss–Newton test
+failed (one more step "would lower the cost by 0.21 of itself"). With
 α ≥ 0.7 the alternation decays by (1 − α)/α ≤ 0.43 per step and LM converges (J −0.004 %,
 b −0.7 %, f_c +0.16 % at α = 0.7).
 
