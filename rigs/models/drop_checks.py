@@ -219,6 +219,14 @@ def restitution(found: list[dict], sigma_pos: float, frame_dt: float) -> dict:
     return {"value": mean, "std": std, "impacts": impacts_}
 
 
+def objective_point(fit, settings) -> dict:
+    """{j_over_m, mu, objective} of a ``ContactFit``: its J/m and mu and the NLP's objective
+    there (half its chi^2, the complementarity penalties and the pull on mu), the terms on
+    which multi-start solutions are compared (:func:`fit_multistart`, :func:`basins`)."""
+    objective = 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu
+    return {"j_over_m": fit.j_over_m, "mu": fit.mu, "objective": objective}
+
+
 def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     """IPOPT from the spec's initial J/m and, where that fit fails a test — J/m on a bound,
     or no convergence test passed — from more starts: the J/m the frames' own impacts imply
@@ -242,10 +250,8 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
         fit = identify_contact(
             t_m, q_m, geometry, replace(settings, j_over_m_initial=start, mu_starts=mu_starts)
         )
-        objective = 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu
         solutions = [sol for r in fit.stats["restarts"] for sol in r["solutions"].values()]
-        return fit, {"start": start, "j_over_m": fit.j_over_m, "mu": fit.mu,
-                     "objective": objective, "status": fit.status,
+        return fit, {"start": start, **objective_point(fit, settings), "status": fit.status,
                      "solutions": solutions}  # fmt: skip
 
     lo, hi = settings.j_over_m_bounds

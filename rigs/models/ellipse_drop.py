@@ -816,8 +816,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         if friction["identifiable"]:
             friction = friction | {"value": values["mu"]}
     # Competing local minima of the multi-start: widen the std to cover them, and name them.
-    best = {"objective": 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu,
-            "j_over_m": fit.j_over_m, "mu": fit.mu}  # fmt: skip
+    best = drop_checks.objective_point(fit, settings)
     own_std = [std_jm, std_mu if friction["identifiable"] else math.inf]
     competing = drop_checks.basins(context.get("starts", []), best, own_std)
     (std_jm, std_mu), far = drop_checks.basin_spread([fit.j_over_m, fit.mu], own_std, competing)

@@ -121,8 +121,7 @@ def run_drop_case(
         eps, eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, case.draws, seed)
         values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": eps["value"]}
         corrected = dict(zip(("J_over_m", "mu"), boot.corrected.tolist(), strict=True))
-        best = {"objective": 0.5 * fit.cost_fit + fit.cost_gamma + settings.mu_pull * fit.mu,
-                "j_over_m": fit.j_over_m, "mu": fit.mu}  # fmt: skip
+        best = drop_checks.objective_point(fit, settings)
         competing = drop_checks.basins(starts, best, boot.std)
 
         def finite(v, keep=True):
