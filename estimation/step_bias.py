@@ -94,8 +94,17 @@ def extrapolation_noise_increment(influence_h, influence_half, order: int = 1) -
     if g_half.shape != g.shape:
         raise ValueError(f"refit influence {g_half.shape} does not match the fit's {g.shape}")
     r = 2.0**order - 1.0
-    combined = ((r + 1.0) * g_half - g) / r
-    return np.einsum("kpm,kqm->pq", combined, combined) - np.einsum("kpm,kqm->pq", g, g)
+    return noise_covariance_increment(((r + 1.0) * g_half - g) / r, g)
+
+
+def noise_covariance_increment(combined, base) -> np.ndarray:
+    """Σ_k C_k C_kᵀ − Σ_k G_k G_kᵀ (SI, [p, p]): the data-noise covariance a combination of
+    fits on the same samples has beyond the reported fit's, from the noise influence
+    ``combined`` of the combination and ``base`` of that fit ([n, p, mo] each: δθ = Σ_k G_k
+    ε_k). Used by the step's extrapolation here and the friction row weight's
+    (``rigs.models.tree_row_weight``)."""
+    c, g = np.asarray(combined, float), np.asarray(base, float)
+    return np.einsum("kpm,kqm->pq", c, c) - np.einsum("kpm,kqm->pq", g, g)
 
 
 def halve_series(series: dict, fitted_angles: np.ndarray) -> dict:

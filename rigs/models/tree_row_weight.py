@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from physid.estimation.step_bias import RECTANGULAR
+from physid.estimation.step_bias import RECTANGULAR, noise_covariance_increment
 from physid.estimation.uncertainty import noise_influence
 from physid.rigs.models.tree_step import observation_noise
 
@@ -92,8 +92,7 @@ def noise_increment(influence_0, influence_1, alphas=ALPHAS) -> np.ndarray:
     a0, a1 = alphas
     r = (a0 - MODEL_ALPHA) / (a1 - a0)
     g0, g1 = np.asarray(influence_0, float), np.asarray(influence_1, float)
-    combined = (1.0 + r) * g0 - r * g1
-    return np.einsum("kpm,kqm->pq", combined, combined) - np.einsum("kpm,kqm->pq", g0, g0)
+    return noise_covariance_increment((1.0 + r) * g0 - r * g1, g0)
 
 
 def refit_at_row_weights(rig, problem, series_list, start_of, held_of, fit_with, status_of, say):
