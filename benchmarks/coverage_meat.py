@@ -6,6 +6,12 @@ dataset, so ν̂ = 2 E[V]² / Var(V) of the reported variance V is the variance 
 degrees of freedom).
 
     python benchmarks/coverage_meat.py DIR [DIR ...]
+    python benchmarks/coverage_meat.py --rules DIR [DIR ...]
+
+``--rules`` compares the reported (expanded) std of the current rule with per-parameter
+window rules on the same fits: each parameter's long-run variance from its own projected
+score u_i,k = ((TᵀT)⁻¹ s_k)_i, with a data-driven or bias-corrected window and the degrees of
+freedom that window implies (docs/validation.md, "Per-parameter window rules").
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ import sys
 import numpy as np
 from scipy import stats
 
-from physid.estimation.uncertainty import batch_means, positive_part
+from physid.estimation.uncertainty import (
+    batch_dof,
+    batch_means,
+    coverage_factor,
+    effective_dof,
+    overlapping_batch_means,
+    positive_part,
+)
 
 
 def load(folder):
@@ -140,7 +153,183 @@ def tails(rows, nu_nominal=9):
         )
 
 
+# --- per-parameter window rules (``--rules``) ----------------------------------------------
+
+
+def autocovariance(u: np.ndarray, lags: int) -> np.ndarray:
+    """γ̂_0 … γ̂_lags of the series u (1/n normalization, as in Politis & White 2004)."""
+    u = u - u.mean()
+    f = np.fft.rfft(u, 2 * len(u))
+    return np.fft.irfft(f * np.conj(f))[: lags + 1] / len(u)
+
+
+def politis_lag(g: np.ndarray, n: int, c: float = 2.0, kn: int = 5) -> int:
+    """Politis (2003)'s m̂: the smallest m after which kn consecutive autocorrelations lie
+    inside ±c √(log10 n / n) (the implied hypothesis test of Politis & White 2004)."""
+    rho = g / g[0]
+    band = c * np.sqrt(np.log10(n) / n)
+    for m in range(len(rho) - kn - 1):
+        if np.all(np.abs(rho[m + 1 : m + 1 + kn]) < band):
+            return m
+    return len(rho) - kn - 1
+
+
+def lag_window(k: np.ndarray, M: float, kind: str) -> np.ndarray:
+    """λ(k/M): "flat" the trapezoid flat-top of Politis & Romano (1995), "bartlett" 1 − |x|."""
+    x = np.abs(k) / M
+    if kind == "flat":
+        return np.where(x <= 0.5, 1.0, np.clip(2 * (1 - x), 0.0, None))
+    return np.clip(1 - x, 0.0, None)
+
+
+# ∫_{-1}^{1} λ(x)² dx: a lag-window variance with truncation M has ν = n / (M ∫λ²)
+# (Priestley 1981, 6.2.3; for the Bartlett window 1.5 n / M, the overlapping batch means' ν).
+WINDOW_L2 = {"flat": 4 / 3, "bartlett": 2 / 3}
+
+
+def rule_lag(kind: str, fraction=None):
+    """The variance of u's sum by the lag window ``kind`` with truncation M = ``fraction`` of
+    the record (None: Politis's automatic M = 2 m̂), and its ν."""
+
+    def rule(u):
+        n = len(u)
+        g = autocovariance(u, n // 2)
+        m = min(max(2 * politis_lag(g, n), 1), n // 2) if fraction is None else int(fraction * n)
+        lam = lag_window(np.arange(len(g)), m, kind)
+        return n * (g[0] + 2 * np.sum(lam[1:] * g[1:])), n / (m * WINDOW_L2[kind]), m
+
+    return rule
+
+
+def rule_pw_obm(u):
+    """Overlapping batch means with the MSE-optimal batch length of Politis & White (2004,
+    corrected by Patton, Politis & White 2009) for the circular block bootstrap, whose
+    variance is the overlapping batch means': b = (2 Ĝ² / D̂)^{1/3} n^{1/3}, Ĝ = Σ λ(k/M)|k|γ̂_k,
+    D̂ = 4/3 σ̂⁴, from the flat-top pilot with M = 2 m̂."""
+    n = len(u)
+    g = autocovariance(u, n // 2)
+    M = min(max(2 * politis_lag(g, n), 1), n // 2)
+    k = np.arange(len(g))
+    lam = lag_window(k, M, "flat")
+    sigma2 = max(g[0] + 2 * np.sum(lam[1:] * g[1:]), 1e-3 * g[0])
+    G = 2 * np.sum(lam[1:] * k[1:] * g[1:])
+    b = int(np.clip(round((1.5 * G**2 * n / sigma2**2) ** (1 / 3)), 1, n // 3))
+    return overlapping_batch_means(u[:, None], n // b)[0, 0], batch_dof(n // b, True), b
+
+
+def rule_obm(batches, kurtosis=False):
+    """Overlapping batch means over windows of n / ``batches`` steps, ν = 1.5 (B − 1); with
+    ``kurtosis`` ν corrected for the window sums' excess kurtosis κ̂, as the variance of a
+    sample variance is σ⁴ (2/ν + κ/B)."""
+
+    def rule(u):
+        n, L = len(u), len(u) // batches
+        nu = batch_dof(batches, True)
+        if kurtosis:
+            c = np.concatenate([[0.0], np.cumsum(u)])
+            s = c[L:] - c[:-L] - L * c[-1] / n
+            kappa = np.mean(s**4) / np.mean(s**2) ** 2 - 3
+            # κ̂ of ~B independent sums is noisy (sd ≈ √(24/B)) and biased low: measured, this
+            # mostly moves ν at random (docs/validation.md); ν is left infinite where the
+            # linear-process formula turns negative (κ̂ < −4B/(3(B−1))).
+            denom = 2 / nu + kappa / batches
+            nu = 2 / denom if denom > 0 else np.inf
+        return overlapping_batch_means(u[:, None], batches)[0, 0], nu, L
+
+    return rule
+
+
+def rule_longer_if_lower(batches):
+    """The brief's candidate (b): the long windows' (n / (B/2)) variance and ν where it is
+    below the short windows' (the score's autocorrelation turns negative between them)."""
+
+    def rule(u):
+        short, long = rule_obm(batches)(u), rule_obm(batches // 2)(u)
+        return long if long[0] < short[0] else short
+
+    return rule
+
+
+def per_parameter(r, rule):
+    """Each parameter's variance max(M_i, W_i) from its own projected score and window, and
+    ν_eff (``effective_dof``) with the window's ν."""
+    n = len(r["score"])
+    u = r["score"] @ r["inv"]
+    W = np.diag(r["inv"] @ r["W"] @ r["inv"])
+    out = [rule(u[:, i]) for i in range(u.shape[1])]
+    M = np.array([o[0] for o in out])
+    V = np.maximum(M, W)
+    nu = np.array([effective_dof(V[i], W[i], o[1], n) for i, o in enumerate(out)])
+    return V * r["scale"] ** 2, nu, np.array([o[2] for o in out])
+
+
+def matrix_rule(meat):
+    """The reported form: V = (TᵀT)⁻¹ (W + (M − W)₊) (TᵀT)⁻¹, M = ``meat(score)`` a matrix
+    estimate with ν_M = ``meat.nu``."""
+
+    def est(r):
+        n = len(r["score"])
+        M, nu_m = meat(r["score"])
+        inv = r["inv"]
+        V = np.diag(inv @ (r["W"] + positive_part(M - r["W"])) @ inv)
+        nu = effective_dof(V, np.diag(inv @ r["W"] @ inv), nu_m, n)
+        return V * r["scale"] ** 2, nu, np.full(len(V), n // 10)
+
+    return est
+
+
+RULES = {
+    "current: OBM n/10, (M−W)₊": matrix_rule(
+        lambda s: (overlapping_batch_means(s, 10), batch_dof(10, True))
+    ),
+    "OBM n/10 per parameter": lambda r: per_parameter(r, rule_obm(10)),
+    "OBM n/10, ν for κ̂": lambda r: per_parameter(r, rule_obm(10, kurtosis=True)),
+    "OBM n/5 per parameter": lambda r: per_parameter(r, rule_obm(5)),
+    "(b) n/5 where lower": lambda r: per_parameter(r, rule_longer_if_lower(10)),
+    "flat-top, auto 2m̂": lambda r: per_parameter(r, rule_lag("flat")),
+    "PW(PPW) OBM b*": lambda r: per_parameter(r, rule_pw_obm),
+    "flat-top M = n/10": lambda r: per_parameter(r, rule_lag("flat", 0.1)),
+    "Bartlett M = n/5": lambda r: per_parameter(r, rule_lag("bartlett", 0.2)),
+    "lugsail 2·OBM(n/10) − OBM(n/20), (M−W)₊": matrix_rule(
+        lambda s: (
+            2 * overlapping_batch_means(s, 10) - overlapping_batch_means(s, 20),
+            0.5 * batch_dof(10, True),
+        )
+    ),
+}
+
+
+def rules(rows, label):
+    """Within 1 / 2 reported (expanded) std per class, median |z|, and the log score of
+    N(0, std²) at the error per dataset minus the current rule's (mean ± its standard error
+    over the datasets), median ν_eff and window length."""
+    err = np.array([r["values"] - r["truth"] for r in rows])
+    names = [str(x) for x in rows[0]["names"]]
+    print(f"\n== {label}: {len(rows)} datasets (within 1 / 2 std, median |z|, Δ log score, ν, L)")
+    base = None
+    for key, est in RULES.items():
+        out = [est(r) for r in rows]
+        V, nu, L = (np.array([o[j] for o in out]) for j in range(3))
+        std = np.sqrt(V) * coverage_factor(nu)
+        z = np.abs(err) / std
+        logs = -0.5 * (np.log(std**2 / err.var(0)) + z**2)
+        base = logs if base is None else base
+        d = logs - base
+        se = d.std(0, ddof=1) / np.sqrt(len(d))
+        cells = [
+            f"{100 * np.mean(z[:, i] <= 1):3.0f}/{100 * np.mean(z[:, i] <= 2):3.0f} "
+            f"{np.median(z[:, i]):.2f} {d[:, i].mean():+.3f}±{se[i]:.3f}"
+            f" ν{np.median(nu[:, i]):4.0f} L{np.median(L[:, i]):4.0f}"
+            for i in range(len(names))
+        ]
+        print(f"{key:42} " + " | ".join(cells))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--rules":
+        for folder in sys.argv[2:]:
+            rules(load(folder), folder)
+        sys.exit()
     for folder in sys.argv[1:]:
         rows = load(folder)
         table(rows, folder)
