@@ -187,18 +187,41 @@ def lag_window(k: np.ndarray, M: float, kind: str) -> np.ndarray:
 WINDOW_L2 = {"flat": 4 / 3, "bartlett": 2 / 3}
 
 
-def rule_lag(kind: str, fraction=None):
+def white_bias(n: int, M: float, kind: str) -> float:
+    """E[estimate] / σ² of a lag-window variance of n white scores (γ̂_k with 1/n and the
+    mean removed: E γ̂_0 = σ² (n − 1)/n, E γ̂_k ≈ −σ² (n − k)/n²): 0.85 for the flat-top at
+    M = n/10, 0.80 for Bartlett at n/5. Overlapping batch means carry their own correction
+    (n²L / ((n − L + 1)(n − L))); a lag window without it reads a white score low."""
+    k = np.arange(1, n // 2 + 1)
+    return (n - 1) / n - 2 * np.sum(lag_window(k, M, kind) * (n - k)) / n**2
+
+
+def rule_lag(kind: str, fraction=None, unbiased=True):
     """The variance of u's sum by the lag window ``kind`` with truncation M = ``fraction`` of
-    the record (None: Politis's automatic M = 2 m̂), and its ν."""
+    the record (None: Politis's automatic M = 2 m̂), divided by ``white_bias`` when
+    ``unbiased``, and its ν."""
 
     def rule(u):
         n = len(u)
         g = autocovariance(u, n // 2)
         m = min(max(2 * politis_lag(g, n), 1), n // 2) if fraction is None else int(fraction * n)
         lam = lag_window(np.arange(len(g)), m, kind)
-        return n * (g[0] + 2 * np.sum(lam[1:] * g[1:])), n / (m * WINDOW_L2[kind]), m
+        v = n * (g[0] + 2 * np.sum(lam[1:] * g[1:]))
+        return v / (white_bias(n, m, kind) if unbiased else 1.0), n / (m * WINDOW_L2[kind]), m
 
     return rule
+
+
+def rule_andrews(u):
+    """Bartlett with Andrews (1991)'s AR(1) plug-in bandwidth M = 1.1447 (α̂ n)^{1/3},
+    α̂ = 4ρ̂² / ((1 − ρ̂)² (1 + ρ̂)²), ρ̂ the lag-1 autocorrelation."""
+    n = len(u)
+    g = autocovariance(u, n // 2)
+    rho = g[1] / g[0]
+    M = max(1.1447 * (4 * rho**2 / ((1 - rho) ** 2 * (1 + rho) ** 2) * n) ** (1 / 3), 1.0)
+    lam = lag_window(np.arange(len(g)), M, "bartlett")
+    v = n * (g[0] + 2 * np.sum(lam[1:] * g[1:])) / white_bias(n, M, "bartlett")
+    return v, n / (M * WINDOW_L2["bartlett"]), M
 
 
 def rule_pw_obm(u):
@@ -288,8 +311,15 @@ RULES = {
     "(b) n/5 where lower": lambda r: per_parameter(r, rule_longer_if_lower(10)),
     "flat-top, auto 2m̂": lambda r: per_parameter(r, rule_lag("flat")),
     "PW(PPW) OBM b*": lambda r: per_parameter(r, rule_pw_obm),
+    "Andrews AR(1) Bartlett": lambda r: per_parameter(r, rule_andrews),
     "flat-top M = n/10": lambda r: per_parameter(r, rule_lag("flat", 0.1)),
     "Bartlett M = n/5": lambda r: per_parameter(r, rule_lag("bartlett", 0.2)),
+    "flat-top M = n/10, no white correction": lambda r: per_parameter(
+        r, rule_lag("flat", 0.1, unbiased=False)
+    ),
+    "Bartlett M = n/5, no white correction": lambda r: per_parameter(
+        r, rule_lag("bartlett", 0.2, unbiased=False)
+    ),
     "lugsail 2·OBM(n/10) − OBM(n/20), (M−W)₊": matrix_rule(
         lambda s: (
             2 * overlapping_batch_means(s, 10) - overlapping_batch_means(s, 20),
