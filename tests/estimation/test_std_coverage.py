@@ -15,7 +15,8 @@ tree`): 9 passed, 3 strict xfails in 382 s wall, 179 s CPU. Per-parameter window
 (data-driven block lengths and lag windows, longer windows where lower, lugsail, a
 kurtosis-corrected ν: ``benchmarks/coverage_meat.py --rules``) were compared on the same
 fits and none is better on all three classes (docs/validation.md, "Per-parameter window
-rules"), so the three strict xfails stand.
+rules"), so the three strict xfails stand (re-run then: 9 passed, 3 xfailed, 236 s wall,
+174 s CPU).
 
 The SPOOK estimator (``PENDULUM``, the other tests): 50 identifications, each with its h/2
 refit (1289 s in all on the shared 2-core machine).
