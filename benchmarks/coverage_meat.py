@@ -273,6 +273,18 @@ def rule_longer_if_lower(batches):
     return rule
 
 
+def equal_weighted_cosine(score: np.ndarray, B: int) -> np.ndarray:
+    """The covariance of the score's sum from its projections on the B lowest cosines,
+    n/B Σ_j Λ_j Λ_jᵀ, Λ_j = √(2/n) Σ_t cos(π j (t − ½)/n) s_t (Müller 2007; the "EWC"
+    estimator of Lazarus, Lewis, Stock & Watson 2018): positive semidefinite, and for a
+    Gaussian score exactly a Wishart with B degrees of freedom, so ν_M = B."""
+    n = len(score)
+    t = np.arange(n) + 0.5
+    basis = np.sqrt(2.0 / n) * np.cos(np.pi * np.outer(np.arange(1, B + 1), t) / n)
+    lam = basis @ np.asarray(score, float).reshape(n, -1)
+    return n * (lam.T @ lam) / B
+
+
 def per_parameter(r, rule):
     """Each parameter's variance max(M_i, W_i) from its own projected score and window, and
     ν_eff (``effective_dof``) with the window's ν."""
@@ -319,6 +331,10 @@ RULES = {
     ),
     "Bartlett M = n/5, no white correction": lambda r: per_parameter(
         r, rule_lag("bartlett", 0.2, unbiased=False)
+    ),
+    "EWC, B = 10, (M−W)₊": matrix_rule(lambda s: (equal_weighted_cosine(s, 10), 10.0)),
+    "EWC, B = 10 per parameter": lambda r: per_parameter(
+        r, lambda u: (equal_weighted_cosine(u, 10)[0, 0], 10.0, 10)
     ),
     "lugsail 2·OBM(n/10) − OBM(n/20), (M−W)₊": matrix_rule(
         lambda s: (
