@@ -12,7 +12,7 @@ std covered ~93 %; the factor (≈ 1.06–1.10) makes ±2 std a 95 % interval. O
 released from its own angle in 2 ± 0.5 rad, 100 seeds: the binomial sd of a fraction near
 95 % is 2.2 % at 100 datasets, 3.1 % at 50). Run 2026-11-26 on the merged code (`-m slow -k
 tree`): 9 passed, 3 strict xfails in 382 s wall, 179 s CPU. Per-parameter window rules
-(data-driven block lengths and lag windows, longer windows where lower, lugsail, a
+(data-driven block lengths and lag windows, longer windows where lower, lugsail, EWC, a
 kurtosis-corrected ν: ``benchmarks/coverage_meat.py --rules``) were compared on the same
 fits and none is better on all three classes (docs/validation.md, "Per-parameter window
 rules"), so the three strict xfails stand (re-run then: 9 passed, 3 xfailed, 236 s wall,
