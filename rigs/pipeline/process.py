@@ -175,6 +175,7 @@ def _cross_validate(client, experiments: list[Experiment], summaries: dict, cons
             cross_validate,
             by_name[b],
             {k: p["value"] for k, p in summaries[a]["parameters"].items()},
+            summaries[b].get("state_weights"),  # the log's own identification's weights
             pure=False,
         ): (a, b)
         for a, b in pairs

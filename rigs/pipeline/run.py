@@ -555,12 +555,15 @@ def _within(stream, window: tuple[float, float], path: Path):
     )
 
 
-def cross_validate(exp: Experiment, values: dict[str, float]) -> dict:
+def cross_validate(exp: Experiment, values: dict[str, float], weights: dict | None = None) -> dict:
     """``exp``'s first encoder log under the parameters ``values`` (another experiment's
     estimate; Marklund et al. Section 4.5, Tables 2 and 4): its states estimated with the
     parameters held, then the model's predictions of the log (issue 24: a model is judged by
     what it predicts, not by how well states it does not constrain follow the data). Encoder
     rows only, so that experiments with and without video compare on the same terms.
+    ``weights``: the tree estimator's σ_w and natural-map inertia from ``exp``'s own
+    identification (its summary's ``state_weights``), so that every model is scored on the
+    log's rows as its identification weighed them (None: made at ``values``).
 
     Returns {"cost": cost per step of the state fit, "k_step" / "free_run": the prediction
     checks (``Prediction.to_dict``), "ratio": the worst channel's k-step RMS over its noise,
@@ -589,7 +592,7 @@ def cross_validate(exp: Experiment, values: dict[str, float]) -> dict:
     segments, _ = split_at_gaps(stream, max_gap(spec))
     stream = max(segments, key=lambda s: s.t[-1] - s.t[0])
     if estimator(spec) == "tree":
-        return _cross_validate_tree(exp, spec, stream, path, values)
+        return _cross_validate_tree(exp, spec, stream, path, values, weights)
     rig = kind_module(spec).build(spec)
     settings = method_settings(spec)
     series = series_on_grid(stream, rig.channels, settings["h"], path)
@@ -615,15 +618,16 @@ def _cross_validation_row(cost_per_step: float, ahead, free) -> dict:
     }
 
 
-def _cross_validate_tree(exp: Experiment, spec, stream, path, values: dict) -> dict:
+def _cross_validate_tree(exp: Experiment, spec, stream, path, values: dict, weights) -> dict:
     """``cross_validate`` on the tree estimator's model: the states by the tree's LM with
-    the parameters held at ``values``, then its own k-step and free-run checks."""
+    the parameters held at ``values`` (rows weighted by ``weights``), then its own k-step
+    and free-run checks."""
     from physid.rigs.models import identify_tree as tree
 
     rig = tree.tree_rig_of(spec)
     settings = tree.tree_settings(spec)
     series = tree.series_on_grid(stream, rig, settings["h"], path)
-    problem, result = tree.estimate_states(spec, rig, series, values)
+    problem, result = tree.estimate_states(spec, rig, series, values, weights)
     ahead, free = tree.predict(rig, values, series, result.X, settings, exp.name, problem.c)
     return _cross_validation_row(result.cost / len(series["grid"]), ahead, free)
 
@@ -927,12 +931,23 @@ def _summary(exp: Experiment, status: str, **info) -> dict:
             verdict=est.verdict,
             verdict_summary=(est.validation or {}).get("summary"),
             solver=est.solver,
+            state_weights=_state_weights(est),
             facts=result.facts,
             files=result.files,
         )
         if result.warnings:
             summary["warnings"] = list(result.warnings)
     return json.loads(json.dumps(summary, default=_json_default))
+
+
+def _state_weights(est) -> dict | None:
+    """The tree estimator's σ_w and natural-map inertia by joint (``recorded_weights``), for
+    the cross-validation of this experiment's log; None for other estimators."""
+    if (est.settings or {}).get("estimator") != "tree":
+        return None
+    from physid.rigs.models.identify_tree import recorded_weights
+
+    return recorded_weights(est.settings, est.extra or {})
 
 
 def _json_default(obj):
