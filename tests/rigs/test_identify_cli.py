@@ -25,6 +25,17 @@ time_unit = "ms"
 """
 
 
+# The CSV is read back exactly (1e-15 rad, 2e-16 s); the same series through the Python API
+# stalls the same way: the warm start's regression, dominated by its low-pass's start-up
+# transient on the noisy edge rows (estimation/tree_warm_start.py), starts LM at J = 1e-5
+# (its lower bound), and LM stalls at J -1.45 % with std inf ("not converged"). With the
+# filter's first and last 0.15 s of rows left out, LM converges (J +0.008 %, z +0.32) and this
+# test passes (measured). A change to the identification: the lead's to make, then this
+# mark goes.
+@pytest.mark.xfail(
+    strict=True,
+    reason="the warm start's filter-edge start (J = 1e-5) stalls LM: not converged, std inf",
+)
 def test_identify_a_lab_csv_prints_the_table_and_writes_the_report(tmp_path):
     spec = load_spec("pendulum")
     scenario = EncoderScenario(duration=1.5, angles0=(2.5,), board_t0=0.0, seed=1)
@@ -53,8 +64,17 @@ def test_identify_a_lab_csv_prints_the_table_and_writes_the_report(tmp_path):
         assert (out / name).exists(), name
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["facts"]["encoders"][0]["file"] == data.name
-    j = summary["parameters"]["J"]["value"]
-    # J to 1 % of the truth (the simulation's own 1.5 s swing gives 0.3 %: docs/python-api.md)
-    assert abs(j / float(spec.sections["simulation"]["truth"]["J"]) - 1) < 0.01
+    # A converged fit first: a stalled LM also ends near the truth (J -1.45 % when the warm
+    # start's regression put J on its lower bound), with std inf and "not converged".
+    assert summary["converged"] and summary["verdict"] == "good fit", summary["verdict_summary"]
+    j, std = summary["parameters"]["J"]["value"], summary["parameters"]["J"]["std"]
+    truth = float(spec.sections["simulation"]["truth"]["J"])
+    # Issue 24's criterion: within 3 reported std of the truth (J +0.008 %, std 0.026 %,
+    # z +0.32 from the converged fit; the CSV reads back the simulated series to 1e-15 rad and
+    # 2e-16 s, so this is the estimator's error on the swing). And the std must stay that
+    # of a 1.5 s swing at 1 mrad: under 0.1 % (4x the measured 0.026 %), so that a fit that
+    # lost its information cannot pass the z test on a wide std.
+    assert abs(j - truth) < 3 * std, (j, std)
+    assert std < 1e-3 * truth, std
     page = (out / "report.html").read_text()
     assert "<h2>Parameters</h2>" in page and "versuch3.csv" in page
