@@ -764,36 +764,72 @@ _STD_COVERS_NLP = (
 )
 
 
-def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) -> Estimate:
-    """``Estimate`` with std from the linearized covariance, the run's status, the parameters'
-    flags (``estimation.flags``), the prediction checks by IRC and plain-list ``extra``."""
+@dataclass(frozen=True)
+class Reported:
+    """What the drop path reports for one throw (:func:`reported_values`): ``values`` and
+    ``std`` of J_over_m (m^2), mu and restitution (mu's value the lower bound and its std
+    inf where it is not identified), ``source`` of the std ("output error", "bootstrap" or
+    "linearized"), the output-error fit ``oe`` and whether it was ``accepted``,
+    ``friction`` (:func:`friction_report`), ``jm_bound`` / ``mu_bound`` (the bound flags),
+    the bootstrap ``boot`` and its ``correction`` where they were used, ``eps`` the frames'
+    restitution, the competing basins (``competing``, ``far``) that widened the std, and
+    ``model`` the J/m, mu and restitution the IRC prediction check simulates with (mu the
+    fitted one, also where only its lower bound is reported)."""
+
+    values: dict
+    std: dict
+    model: dict
+    source: str
+    oe: drop_checks.OutputError
+    accepted: bool
+    friction: dict
+    jm_bound: str
+    mu_bound: str
+    boot: object
+    correction: dict | None
+    eps: dict
+    competing: list
+    far: np.ndarray
+
+
+def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, bootstrap=None,
+                    oe=None) -> Reported:  # fmt: skip
+    """The values and std the drop path reports for a fit (``_solve``'s fit and
+    linearized ``cov``; ``found`` the frames' impacts, ``starts`` the multi-start's): the
+    rule in one place, so that ``build_estimate`` and the coverage study
+    (``rigs.pipeline.drop_coverage``) report the same numbers.
+
+    1. The NLP's J/m and mu and the frames' restitution (``drop_checks.restitution``)
+       start an output-error fit of the IRC model (``drop_checks.output_error``; passed
+       in as ``oe`` where already run). Where its free run explains the frames to about
+       their noise (s^2 <= ``MODEL_ERROR_LIMIT``) its values and std are reported.
+    2. Else the NLP's values with the linearized std, or, where ``bootstrap`` (a callable
+       returning ``contact_bootstrap``'s result) is given, the bootstrap's bias-corrected
+       values and std (``bias_correction``); restitution the frames' own.
+    3. Competing basins of the multi-start widen the std of J/m and mu
+       (``drop_checks.basins``, ``basin_spread``)."""
     std_jm, std_mu = (float(v) for v in cov["std"])
     friction = friction_report(fit, settings, std_mu)
-    m = ellipse.m
-    t_m, q_m = frames
-    geometry = context["geometry"]
-    status = drop_checks.ipopt_status(fit)
     frame_dt = float(np.median(np.diff(t_m)))
     own = drop_checks.frame_noise(q_m)[0]
-    eps = drop_checks.restitution(context.get("impacts_seen", []), own, frame_dt)
+    eps = drop_checks.restitution(found, own, frame_dt)
     lo, hi = settings.j_over_m_bounds
     jm_bound = str(bound_flags([fit.j_over_m], [lo], [hi], [settings.j_over_m_initial])[0])
     mu_bound = str(bound_flags([fit.mu], [settings.mu_bounds[0]], [settings.mu_bounds[1]],
                                [settings.mu_initial])[0])  # fmt: skip
-    excited = bool(ident.get("identifiable", False))
     eps_value = eps["value"] if eps["value"] is not None else 0.0
     hold_mu = friction["sliding_steps"] == 0
     # The NLP's J/m and mu and the frames' restitution start an output-error fit of the IRC
     # model (drop_checks.output_error): the values reported, and the free run's start.
     start_values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": eps_value}
-    oe = drop_checks.output_error(fit, t_m, q_m, geometry, settings, start_values, hold_mu)
+    if oe is None:
+        oe = drop_checks.output_error(fit, t_m, q_m, geometry, settings, start_values, hold_mu)
     # Kept only where the IRC model's free run explains the frames to about their noise
     # (s^2 <= MODEL_ERROR_LIMIT, as for the refit with the residuals' noise): on a drop the
     # model cannot follow over the whole record (MuJoCo's soft contact rolling off the bar:
     # s^2 2393 after 15 iterations, J/m pulled from 755.9 to 825 mm^2 for a truth of 756)
     # the NLP's values and covariance stand, and the free run says how far the model is off.
     accepted = oe.residual_variance_factor <= MODEL_ERROR_LIMIT
-    start = (oe.q0, oe.v0) if accepted else None
     if accepted:
         values = oe.values
         std_jm, std_eps = oe.std["J_over_m"], oe.std["restitution"]
@@ -804,10 +840,10 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         values = start_values
         std_eps = eps["std"] if eps["std"] is not None else math.inf
     boot, correction = None, None
-    if not accepted and context.get("bootstrap") is not None:
+    if not accepted and bootstrap is not None:
         # The NLP's values are reported: their std is the refits' spread (J/m, mu), and
         # their bias as the refits show it is removed (``bias_correction``).
-        boot = context["bootstrap"]()
+        boot = bootstrap()
         std_jm, std_mu = (float(v) for v in boot.std)
         friction = friction_report(fit, settings, std_mu)
         correction = bias_correction(boot, jm_bound == "", friction["identifiable"])
@@ -818,19 +854,62 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     # Competing local minima of the multi-start: widen the std to cover them, and name them.
     best = drop_checks.objective_point(fit, settings)
     own_std = [std_jm, std_mu if friction["identifiable"] else math.inf]
-    competing = drop_checks.basins(context.get("starts", []), best, own_std)
+    competing = drop_checks.basins(starts, best, own_std)
     (std_jm, std_mu), far = drop_checks.basin_spread([fit.j_over_m, fit.mu], own_std, competing)
+    source = "output error" if accepted else "bootstrap" if boot else "linearized"
+    return Reported(
+        values={
+            "J_over_m": values["J_over_m"],
+            "mu": friction["value"],
+            "restitution": values["restitution"],
+        },
+        std={
+            "J_over_m": float(std_jm),
+            "mu": float(std_mu) if friction["identifiable"] else math.inf,
+            "restitution": float(std_eps),
+        },
+        model=dict(values),
+        source=source,
+        oe=oe,
+        accepted=bool(accepted),
+        friction=friction,
+        jm_bound=jm_bound,
+        mu_bound=mu_bound,
+        boot=boot,
+        correction=correction,
+        eps=eps,
+        competing=competing,
+        far=far,
+    )
+
+
+def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) -> Estimate:
+    """``Estimate`` with the values and std of :func:`reported_values`, the run's status, the
+    parameters' flags (``estimation.flags``), the prediction checks by IRC and plain-list
+    ``extra``."""
+    m = ellipse.m
+    t_m, q_m = frames
+    geometry = context["geometry"]
+    status = drop_checks.ipopt_status(fit)
+    excited = bool(ident.get("identifiable", False))
+    rep = reported_values(fit, t_m, q_m, geometry, settings, cov,
+                          context.get("impacts_seen", []), context.get("starts", []),
+                          context.get("bootstrap"))  # fmt: skip
+    values, friction, eps, oe = rep.model, rep.friction, rep.eps, rep.oe
+    accepted, boot, correction, competing = rep.accepted, rep.boot, rep.correction, rep.competing
+    jm_bound, mu_bound = rep.jm_bound, rep.mu_bound
+    start = (oe.q0, oe.v0) if accepted else None
     params = flag_parameters(
         ("J_over_m", "mu", "restitution"),
-        [values["J_over_m"], friction["value"], values["restitution"]],
-        [std_jm, std_mu if friction["identifiable"] else math.inf, std_eps],
+        [rep.values["J_over_m"], rep.values["mu"], rep.values["restitution"]],
+        [rep.std["J_over_m"], rep.std["mu"], rep.std["restitution"]],
         {"J_over_m": "m^2", "mu": "1", "restitution": "1"},
         status,
         at_bound=[jm_bound, "" if friction["sliding_steps"] == 0 else mu_bound, ""],
         lower_bound=[False, friction["sliding_steps"] == 0, False],
         unexcited={} if excited else {"J_over_m": "no angular velocity jump at any contact"},
     )
-    params = multimodal_flags(params, far, competing)
+    params = multimodal_flags(params, rep.far, competing)
     ident = dict(ident)
     ident["basins"] = {
         "multimodal": bool(competing),
@@ -863,7 +942,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         cov, ("J_over_m", "mu"), (fit.j_over_m, fit.mu), checked
     )
     ident["covariance"]["note"] = "the NLP's linearized covariance (its values: nlp_values)"
-    covariance_used = "output error" if accepted else "bootstrap" if boot else "linearized"
+    covariance_used = rep.source
     if boot is not None:
         ident["covariance"]["bootstrap"] = boot.to_dict()
     ident["covariance_source"] = {  # the report's sentence under the correlation matrix
