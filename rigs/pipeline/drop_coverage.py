@@ -31,6 +31,7 @@ import numpy as np
 from rich.console import Console
 
 from physid.dynamics.planar_contact import simulate as simulate_irc
+from physid.dynamics.planar_contact_scan import rollout
 from physid.estimation.bootstrap import contact_bootstrap, parametric_bootstrap
 from physid.rigs.models import drop_checks
 from physid.rigs.models.ellipse_drop import (
@@ -41,6 +42,7 @@ from physid.rigs.models.ellipse_drop import (
     friction_report,
     ipopt_settings,
     model_error_factor,
+    reported_values,
     rig_geometry,
 )
 from physid.rigs.pipeline.coverage import coverage
@@ -52,13 +54,18 @@ QUIET = Console(quiet=True)
 @dataclass(frozen=True)
 class DropCase:
     """One study: the throw's true mu, the camera rate (Hz), the window (s), the tracking
-    noise (m and rad) and the bootstrap's refits per dataset."""
+    noise (m and rad), the bootstrap's refits per dataset (0: no bootstrap; the reported
+    numbers need none where the output error is accepted) and ``truth_h`` (s): the IRC
+    step of the truth, as sub-steps of the spec's 1/1200 s grid (None: that grid itself,
+    the paper's Section 6.1 simulation; IRC there is far from its converged motion,
+    docs/validation.md)."""
 
     mu: float = 0.3
     fps: float = 120.0
     duration: float = 0.4
     noise: float = 1e-3
     draws: int = 20
+    truth_h: float | None = None
 
 
 SLIDING = DropCase(mu=0.3)  # the first impact slides: mu identified
@@ -69,15 +76,24 @@ def throw(case: DropCase):
     """(spec, geometry, frame times [n], true poses [n, 3], truth dict) of the case."""
     spec = with_overrides(load_spec("ellipse_drop"), {"mu": str(case.mu), "fps": str(case.fps)})
     ellipse, ground = rig_geometry(spec)
+    geometry = contact_geometry(spec, ground)
     eps = spec.value("restitution", "1", nonnegative=True)
     h = spec.section_value("simulation", "h", "s", 1.0 / 1200)
     steps = int(round(case.duration / h))
-    traj = simulate_irc(
-        _sim_vector(spec, "q0"), _sim_vector(spec, "v0"), h, steps, ellipse, ground, case.mu, eps
-    )
-    frames = np.unique(np.rint(np.arange(0.0, traj.t[-1] + 1e-12, 1.0 / case.fps) / h).astype(int))
+    q0, v0 = _sim_vector(spec, "q0"), _sim_vector(spec, "v0")
+    if case.truth_h is None:
+        traj = simulate_irc(q0, v0, h, steps, ellipse, ground, case.mu, eps)
+        t, q = traj.t, traj.q
+    else:  # the same IRC step, compiled and sub-stepped (bit for bit the loop's at h)
+        substeps = max(1, int(round(h / case.truth_h)))
+        q, _ = rollout(
+            q0[None], v0[None], h, ellipse.j_over_m, case.mu, eps, geometry.a, geometry.b,
+            geometry.surfaces(), steps=steps, substeps=substeps, segmented=geometry.segmented,
+        )  # fmt: skip
+        t, q = np.arange(steps + 1) * h, np.asarray(q)[0]
+    frames = np.unique(np.rint(np.arange(0.0, t[-1] + 1e-12, 1.0 / case.fps) / h).astype(int))
     truth = {"J_over_m": ellipse.j_over_m, "mu": case.mu, "restitution": eps}
-    return spec, contact_geometry(spec, ground), traj.t[frames], traj.q[frames], truth
+    return spec, geometry, t[frames], q[frames], truth
 
 
 def run_drop_case(
@@ -114,18 +130,14 @@ def run_drop_case(
         found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
         fit, _, cov, starts = _solve(f"seed {seed}", t_m, q_m, geometry, settings, found, QUIET)
         fit_s = (time.perf_counter() - t0, time.process_time() - c0)
-        scale = math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
-        boot = contact_bootstrap(fit, sigma, case.draws, seed, scale)
+        # What the drop path reports by default (output error where accepted, else the
+        # NLP's linearized std): the same function as ``ellipse_drop.build_estimate``.
+        t0, c0 = time.perf_counter(), time.process_time()
+        rep = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts)
+        oe_s = (time.perf_counter() - t0, time.process_time() - c0)
         slides = bool(fit_steps(fit, settings).sliding.any())
         mu_known = friction_report(fit, settings, float(cov["std"][1]))["identifiable"]
-        eps, eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, case.draws, seed)
-        values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": eps["value"]}
-        corrected = dict(zip(("J_over_m", "mu"), boot.corrected.tolist(), strict=True))
-        best = drop_checks.objective_point(fit, settings)
-        competing = drop_checks.basins(starts, best, boot.std)
-
-        def finite(v, keep=True):
-            return float(v) if keep and v is not None and np.isfinite(v) else None
+        values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
 
         row = {
             "seed": int(seed),
@@ -134,42 +146,35 @@ def run_drop_case(
             "std_linearized": {
                 "J_over_m": finite(cov["std"][0]),
                 "mu": finite(cov["std"][1], mu_known),
-                "restitution": finite(eps["std"]),
+                "restitution": finite(rep.eps["std"]),
             },
-            "std_bootstrap": {
-                "J_over_m": finite(boot.std[0]),
-                "mu": finite(boot.std[1], mu_known),
-                "restitution": finite(eps_boot),
+            **_reported_row(rep, ""),
+            "output_error": {
+                "accepted": rep.accepted,
+                "residual_variance_factor": rep.oe.residual_variance_factor,
+                "chi2": rep.oe.chi2,
+                "chi2_at_nlp_values": rep.oe.chi2_start,
+                "n_obs": rep.oe.n_obs,
+                "iterations": rep.oe.iterations,
+                "values": dict(rep.oe.values),
+                "std": {k: finite(v) for k, v in rep.oe.std.items()},
+                "wall_s": oe_s[0],
+                "cpu_s": oe_s[1],
             },
-            # the bootstrap's bias correction (2 fit - median of the refits) and its std;
-            # restitution is the frames' estimate, not corrected
-            "values_corrected": {k: v for k, v in (values | corrected).items() if v is not None},
-            "std_bootstrap_corrected": {
-                "J_over_m": finite(boot.std_corrected[0]),
-                "mu": finite(boot.std_corrected[1], mu_known),
-                "restitution": finite(eps_boot),
-            },
-            "bootstrap_draws": boot.draws.tolist(),
-            "bootstrap_success": boot.success.tolist(),
-            "objective": best["objective"],
+            "objective": drop_checks.objective_point(fit, settings)["objective"],
             "chi2": fit.cost_fit,
             "gamma": fit.cost_gamma,
             "starts": starts,
-            "basins": competing,
+            "basins": rep.competing,
             "slides": slides,
             "status": fit.status,
-            "bootstrap_mean": {
-                "J_over_m": finite(np.nanmean(boot.draws[boot.success, 0])),
-                "mu": finite(np.nanmean(boot.draws[boot.success, 1])),
-            },
-            "draws_succeeded": int(boot.success.sum()),
             "draws": case.draws,
-            "refit_iterations_median": float(np.median(boot.iterations)),
             "fit_wall_s": fit_s[0],
             "fit_cpu_s": fit_s[1],
-            "bootstrap_wall_s": boot.wall_s,
-            "bootstrap_cpu_s": boot.cpu_s,
         }
+        if case.draws > 0:
+            data = (t_m, q_m, geometry, settings, found, starts)
+            row |= _bootstrap_rows(fit, cov, rep, data, sigma, case.draws, seed, mu_known)
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -178,32 +183,98 @@ def run_drop_case(
     return rows
 
 
+def finite(v, keep=True):
+    """float(v), or None where it is not finite or not ``keep`` (JSON has no inf)."""
+    return float(v) if keep and v is not None and np.isfinite(v) else None
+
+
+def _reported_row(rep, suffix: str) -> dict:
+    """``values_reported{suffix}``, ``std_reported{suffix}`` and ``reported_source{suffix}``
+    of a ``Reported``: what the drop path writes into estimate.json (mu's value where it
+    is only a lower bound has no std: None)."""
+    return {
+        f"values_reported{suffix}": {k: v for k, v in rep.values.items() if v is not None},
+        f"std_reported{suffix}": {k: finite(v) for k, v in rep.std.items()},
+        f"reported_source{suffix}": rep.source,
+    }
+
+
+def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known: bool) -> dict:
+    """The parametric bootstrap's columns of a row: its std of the NLP's values, the
+    bias-corrected values and std, and what the drop path reports with ``[method]
+    covariance = "bootstrap"`` (``_reported_bootstrap``: the same as the default where the
+    output error is accepted)."""
+    t_m, q_m, geometry, settings, found, starts = data
+    values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
+    scale = math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
+    boot = contact_bootstrap(fit, sigma, draws, seed, scale)
+    eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, draws, seed)
+    with_boot = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts,
+                                bootstrap=lambda: boot, oe=rep.oe)  # fmt: skip
+    corrected = dict(zip(("J_over_m", "mu"), boot.corrected.tolist(), strict=True))
+    return {
+        "std_bootstrap": {
+            "J_over_m": finite(boot.std[0]),
+            "mu": finite(boot.std[1], mu_known),
+            "restitution": finite(eps_boot),
+        },
+        # the bootstrap's bias correction (2 fit - median of the refits) and its std;
+        # restitution is the frames' estimate, not corrected
+        "values_corrected": {k: v for k, v in (values | corrected).items() if v is not None},
+        "std_bootstrap_corrected": {
+            "J_over_m": finite(boot.std_corrected[0]),
+            "mu": finite(boot.std_corrected[1], mu_known),
+            "restitution": finite(eps_boot),
+        },
+        **_reported_row(with_boot, "_bootstrap"),
+        "basins_bootstrap": with_boot.competing,
+        "bootstrap_draws": boot.draws.tolist(),
+        "bootstrap_success": boot.success.tolist(),
+        "bootstrap_mean": {
+            "J_over_m": finite(np.nanmean(boot.draws[boot.success, 0])),
+            "mu": finite(np.nanmean(boot.draws[boot.success, 1])),
+        },
+        "draws_succeeded": int(boot.success.sum()),
+        "refit_iterations_median": float(np.median(boot.iterations)),
+        "bootstrap_wall_s": boot.wall_s,
+        "bootstrap_cpu_s": boot.cpu_s,
+    }
+
+
 def _summary(row: dict) -> str:
     """One line of a row for progress output."""
-    v, c, b, lin = (row[k] for k in ("values", "values_corrected", "std_bootstrap",
-                                     "std_linearized"))  # fmt: skip
-    return (
-        f"seed {row['seed']}: J/m {v['J_over_m'] * 1e6:.1f} mm^2 (lin std "
-        f"{(lin['J_over_m'] or math.inf) * 1e6:.1f}, boot {(b['J_over_m'] or math.inf) * 1e6:.1f}"
-        f", corrected {c['J_over_m'] * 1e6:.1f}), mu {v['mu']:.4f} (corrected {c['mu']:.4f}, "
-        f"std {b['mu'] or math.inf:.4f}); {len(row['basins'])} competing basins; fit "
-        f"{row['fit_cpu_s']:.1f} s CPU, bootstrap {row['bootstrap_cpu_s']:.1f} s CPU"
+    v, r, s = row["values"], row["values_reported"], row["std_reported"]
+    oe = row["output_error"]
+    text = (
+        f"seed {row['seed']}: NLP J/m {v['J_over_m'] * 1e6:.1f} mm^2, mu {v['mu']:.4f}; "
+        f"reported ({row['reported_source']}, s^2 {oe['residual_variance_factor']:.2f}) J/m "
+        f"{r['J_over_m'] * 1e6:.1f} +- {(s['J_over_m'] or math.inf) * 1e6:.1f} mm^2, mu "
+        f"{r['mu']:.4f} +- {s['mu'] or math.inf:.4f}, restitution {r['restitution']:.3f} +- "
+        f"{s['restitution'] or math.inf:.3f}; {len(row['basins'])} competing basins; fit "
+        f"{row['fit_cpu_s']:.1f} s CPU, output error {oe['cpu_s']:.1f} s CPU"
     )
+    if "values_corrected" in row:
+        c, b = row["values_corrected"], row["std_bootstrap"]
+        text += (
+            f"; bootstrap corrected J/m {c['J_over_m'] * 1e6:.1f} (std "
+            f"{(b['J_over_m'] or math.inf) * 1e6:.1f}), mu {c['mu']:.4f} (std "
+            f"{b['mu'] or math.inf:.4f}), {row['bootstrap_cpu_s']:.1f} s CPU"
+        )
+    return text
 
 
 def _restitution(fit, t_m, q_m, geometry, noise, draws: int, seed: int):
-    """The frames' restitution estimate and std (``drop_checks.restitution``), and the
-    bootstrap std of that estimator on the re-noised copies of the fit's prediction (the
-    same noise draws as the NLP's bootstrap: same seed, same shape)."""
+    """The bootstrap std of the frames' restitution estimate (``drop_checks.restitution``)
+    on the re-noised copies of the fit's prediction (the same noise draws as the NLP's
+    bootstrap: same seed, same shape); None where the frames give no restitution."""
     dt = float(np.median(np.diff(t_m)))
 
     def estimate(q):
         found = drop_checks.impact_consistency(t_m, q, geometry, *drop_checks.frame_noise(q))
         return drop_checks.restitution(found, drop_checks.frame_noise(q)[0], dt)
 
-    eps = estimate(q_m)
-    if eps["value"] is None:
-        return eps, None
+    if estimate(q_m)["value"] is None:
+        return None
 
     def one(y):
         value = estimate(y)["value"]
@@ -211,23 +282,37 @@ def _restitution(fit, t_m, q_m, geometry, noise, draws: int, seed: int):
 
     mean = fit.q[fit.frame_index]
     boot = parametric_bootstrap(mean, noise, one, ("restitution",), draws, seed)
-    return eps, float(boot.std[0])
+    return float(boot.std[0])
 
 
 CLASS_NAMES = {"inertia": "J/m (inertia)", "friction": "mu (friction)", "other": "restitution"}
 
 
 def drop_coverage(rows: list[dict]) -> dict[str, dict[str, dict]]:
-    """{"linearized": per class, "bootstrap": per class, "bootstrap corrected": per class}
-    (``coverage.coverage``: n, flagged, fractions within 1 and 2 std, median |z|); the
-    classes J/m, mu, restitution. "bootstrap corrected" is the bias-corrected value
-    (``Bootstrap.corrected``) with its std (``std_corrected``), where the rows have it."""
+    """{"reported": per class, "reported (bootstrap)": ..., "linearized": ..., "bootstrap":
+    ..., "bootstrap corrected": ...} (``coverage.coverage``: n, flagged, fractions within 1
+    and 2 std, median |z|); the classes J/m, mu, restitution.
+
+    "reported" is what the drop path writes into estimate.json by default
+    (``ellipse_drop.reported_values``: the output-error fit's values and std where it is
+    accepted, else the NLP's with the linearized std); "reported (bootstrap)" the same with
+    ``[method] covariance = "bootstrap"`` (the bias-corrected bootstrap where the output
+    error is not accepted). "linearized", "bootstrap" and "bootstrap corrected" are the
+    NLP's own values (J/m, mu; restitution the frames') with those stds: the fallback's
+    numbers, measured on every dataset. Tables whose columns the rows lack (the bootstrap's
+    where the study ran without refits) are left out."""
     out = {}
-    for which in ("linearized", "bootstrap"):
-        table = coverage(rows, f"std_{which}", one_sided=False)
+    tables = (
+        ("reported", "values_reported", "std_reported"),
+        ("reported (bootstrap)", "values_reported_bootstrap", "std_reported_bootstrap"),
+        ("linearized", "values", "std_linearized"),
+        ("bootstrap", "values", "std_bootstrap"),
+        ("bootstrap corrected", "values_corrected", "std_bootstrap_corrected"),
+    )
+    for which, values, std in tables:
+        if not rows or not all(values in r and std in r for r in rows):
+            continue
+        shifted = [r | {"values": r[values]} for r in rows]
+        table = coverage(shifted, std, one_sided=False)
         out[which] = {CLASS_NAMES.get(k, k): v for k, v in table.items()}
-    if rows and all("values_corrected" in r for r in rows):
-        shifted = [r | {"values": r["values_corrected"]} for r in rows]
-        table = coverage(shifted, "std_bootstrap_corrected", one_sided=False)
-        out["bootstrap corrected"] = {CLASS_NAMES.get(k, k): v for k, v in table.items()}
     return out
