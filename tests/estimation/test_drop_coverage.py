@@ -16,12 +16,36 @@ processes, load 5-8).
 import numpy as np
 import pytest
 
+from physid.rigs.models import drop_checks
 from physid.rigs.models.drop_checks import BASIN_CHI2
-from physid.rigs.pipeline.drop_coverage import SLIDING, drop_coverage, run_drop_case
-
-pytestmark = pytest.mark.slow
+from physid.rigs.pipeline.drop_coverage import SLIDING, drop_coverage, run_drop_case, throw
 
 SEEDS = range(20)
+
+
+def test_the_frames_restitution_std_covers_its_error_over_400_draws():
+    # The frames' restitution (what the drop path reports where the output error is not
+    # kept) needs no fit: 400 noise draws of the throw's frames in ~2 s. Measured: 399 of
+    # 400 draws resolve a bounce; 75 / 97 % within 1 / 2 std, median |z| 0.58 (with the
+    # former sqrt(2) in place of sqrt(1 + eps^2): 87 / 99 %, 0.43, over-covering). With
+    # 400 draws a fraction near 0.68 is known to +-0.05 (2 binomial sd), so the band's
+    # edges are a real test; the seeds are fixed, so it is deterministic.
+    _, geometry, t_m, q_true, truth = throw(SLIDING)
+    dt = float(np.median(np.diff(t_m)))
+    z = []
+    for seed in range(400):
+        q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * SLIDING.noise
+        own = drop_checks.frame_noise(q_m)
+        found = drop_checks.impact_consistency(t_m, q_m, geometry, *own)
+        eps = drop_checks.restitution(found, own[0], dt)
+        if eps["value"] is not None:
+            z.append(abs(eps["value"] - truth["restitution"]) / eps["std"])
+    z = np.array(z)
+    assert len(z) >= 390
+    assert 0.60 <= np.mean(z <= 1) <= 0.76 and np.mean(z <= 2) >= 0.95, (
+        np.mean(z <= 1),
+        np.mean(z <= 2),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +62,13 @@ def _errors(rows, key, name):
     return np.array([r[key][name] - r["truth"][name] for r in rows])
 
 
+@pytest.mark.slow
 def test_every_fit_slides_and_every_refit_converges(rows):
     assert len(rows) == len(SEEDS) and all(r["slides"] for r in rows)
     assert sum(r["draws_succeeded"] for r in rows) == sum(r["draws"] for r in rows)
 
 
+@pytest.mark.slow
 def test_the_multistart_on_mu_keeps_every_fit_in_the_truths_basin(rows):
     # Before the second initial mu (0.2), seeds 4 and 8 ended at mu 0.365 (error 0.065,
     # 10-20 bootstrap std); now every error is below 0.012 (measured largest 0.0110, seed 6;
@@ -58,6 +84,7 @@ def test_the_multistart_on_mu_keeps_every_fit_in_the_truths_basin(rows):
     assert others and min(2 * (s["objective"] - seed4["objective"]) for s in others) > BASIN_CHI2
 
 
+@pytest.mark.slow
 def test_bootstrap_std_is_stable_and_matches_the_spread_over_datasets(rows):
     err = _errors(rows, "values_corrected", "J_over_m")
     boot = _column(rows, "std_bootstrap", "J_over_m")
@@ -73,6 +100,7 @@ def test_bootstrap_std_is_stable_and_matches_the_spread_over_datasets(rows):
     assert 1 / 1.5 < np.median(boot) / np.std(err, ddof=1) < 1.5
 
 
+@pytest.mark.slow
 def test_the_bias_correction_brings_both_parameters_closer_to_the_truth(rows):
     # RMS error over the 20 datasets, corrected vs fitted (measured: J/m 7.7 vs 7.9 mm^2,
     # mu 0.0052 vs 0.0061); the mean error shrinks by more than a third (measured: J/m
@@ -83,6 +111,7 @@ def test_the_bias_correction_brings_both_parameters_closer_to_the_truth(rows):
         assert abs(fixed.mean()) < 2 / 3 * abs(fitted.mean()), name
 
 
+@pytest.mark.slow
 def test_corrected_inertia_and_restitution_are_in_the_issues_band(rows):
     table = drop_coverage(rows)["bootstrap corrected"]
     for cls in ("J/m (inertia)", "restitution"):
@@ -93,6 +122,7 @@ def test_corrected_inertia_and_restitution_are_in_the_issues_band(rows):
         assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, (cls, c)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="mu's bias-corrected value is still biased (+0.0025 against a median std of "
