@@ -1,16 +1,22 @@
 """Does the ellipse drop's std cover the truth? (issue 24) The Section 6.1 throw with μ = 0.3
-(0.4 s at 120 fps, IRC truth; the first impact slides, so J/m, μ and restitution are all
-identified) fitted from 20 independent noise draws (1 mm, 1 mrad) by the drop path's NLP
-(multi-start on J/m and μ), with the NLP's linearized std and the parametric bootstrap's
-(20 refits each), the bootstrap's values as fitted and bias-corrected (2 fit − median of the
-refits, the value the drop path reports); ``benchmarks/bench_drop_coverage.py`` prints the
-same table (``rigs.pipeline.drop_coverage``). docs/validation.md, "The ellipse drop's std".
+(0.4 s at 120 fps, IRC truth at the paper's 1/1200 s; the first impact slides, so J/m, μ
+and restitution are all identified) fitted from 20 independent noise draws (1 mm, 1 mrad)
+by the drop path (``rigs.pipeline.drop_coverage``; ``benchmarks/bench_drop_coverage.py``
+prints the same tables; docs/validation.md, "The ellipse drop's std"):
 
-Measured 2026-11-26 (seeds 0-19; numbers in the assertions' comments): every fit in the
-truth's basin (before the multi-start on μ, seeds 4 and 8 ended at μ 0.365); bias-corrected
-J/m and restitution in the issue's band; μ not (a bias the refits see only in part).
-`-m slow` on the final code: 5 passed, 1 xfailed in 1054 s wall, 535 s CPU (two worker
-processes, load 5-8).
+- **reported**: what estimate.json holds (``ellipse_drop.reported_values``, the drop path's
+  own rule): the output-error fit's values and std where its free run follows the frames,
+  else the NLP's values with the linearized std (default) or the bias-corrected bootstrap
+  (``covariance = "bootstrap"``). On this throw the output error is never kept, so the
+  reported numbers are the NLP's.
+- the NLP's values with its linearized std and with the parametric bootstrap (20 refits),
+  as fitted and bias-corrected (2 fit − median of the refits).
+
+Measured 2026-11-26 (seeds 0-19; numbers in the assertions' comments and xfail reasons):
+every fit in the truth's basin; reported J/m in the issue's band (the linearized std, which
+is erratic); reported μ and restitution not; bias-corrected bootstrap J/m and restitution
+in the band, μ not. The frames' restitution std is also checked over 400 draws (default
+run, ~2.5 s).
 """
 
 import numpy as np
@@ -76,7 +82,8 @@ def test_the_multistart_on_mu_keeps_every_fit_in_the_truths_basin(rows):
     # the chi^2(2) 95 % threshold of the best while more than a std away.
     mu_err = _errors(rows, "values", "mu")
     assert np.abs(mu_err).max() < 0.02, mu_err
-    assert all(r["basins"] == [] for r in rows)
+    # (with the reported std, linearized here, and with the bootstrap's)
+    assert all(r["basins"] == [] and r["basins_bootstrap"] == [] for r in rows)
     # seed 4: the first start's 0.365 is recorded and rejected (twice the objective 24.5
     # above the fit's, against a threshold of 5.99)
     seed4 = next(r for r in rows if r["seed"] == 4)
@@ -133,4 +140,79 @@ def test_corrected_inertia_and_restitution_are_in_the_issues_band(rows):
 )
 def test_corrected_friction_is_in_the_issues_band(rows):
     c = drop_coverage(rows)["bootstrap corrected"]["mu (friction)"]
+    assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, c
+
+
+@pytest.mark.slow
+def test_the_study_reports_what_the_drop_path_reports(rows):
+    # ``reported_values`` is the rule ``ellipse_drop.build_estimate`` applies: where the
+    # output error is not kept, the NLP's values stand with the linearized std (default)
+    # or the bias-corrected bootstrap (covariance = "bootstrap"); restitution is the
+    # frames' own estimate either way. (No competing basin widens a std here: above.)
+    for r in rows:
+        accepted = r["output_error"]["accepted"]
+        assert r["reported_source"] == ("output error" if accepted else "linearized")
+        if accepted:
+            continue
+        assert r["reported_source_bootstrap"] == "bootstrap"
+        for name in ("J_over_m", "mu", "restitution"):
+            assert r["values_reported"][name] == r["values"][name]
+            assert r["std_reported"][name] == pytest.approx(r["std_linearized"][name])
+        for name in ("J_over_m", "mu"):
+            assert r["values_reported_bootstrap"][name] == r["values_corrected"][name]
+            assert r["std_reported_bootstrap"][name] == pytest.approx(
+                r["std_bootstrap_corrected"][name]
+            )
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the output-error refinement is rejected in 20 of 20 datasets (s^2 228 to 4.6e5 "
+    "against the limit 4): the frames are IRC at the paper's 1/1200 s, which after the "
+    "first impact (0.0125 s) spins ~10 rad/s off IRC converged in its step (theta 1100 "
+    "noise std RMS apart over 0.4 s), and the output error's sub-stepped free run (333 us) "
+    "follows the converged motion. On converged-IRC frames (truth_h 1/240000 s) it is "
+    "rejected too (20 of 20, s^2 14 to 4.7e5): its 333 us sub-step sinks ~1.7 mm at this "
+    "throw's 5 m/s impacts (substep_for assumes 1 m/s), and from the NLP's start LM stalls "
+    "after 2-5 iterations (with 42-67 us sub-steps s^2 5 to 1630 on seeds 0 and 1).",
+)
+def test_the_output_error_refinement_is_kept_on_the_throw(rows):
+    assert sum(r["output_error"]["accepted"] for r in rows) >= len(rows) // 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cls",
+    [
+        # measured 75 / 100 %, median |z| 0.74: the linearized std (median 8.5 mm^2 for a
+        # spread of 5.1 mm^2 and a bias of -6.1 mm^2), which ranges from 2.8 mm^2 to 6.7 m^2
+        # over the datasets (test_bootstrap_std_is_stable...: no confidence interval)
+        "J/m (inertia)",
+        pytest.param(
+            "mu (friction)",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the reported mu is the NLP's (the output error is not kept) with the "
+                "linearized std: 55 / 85 % within 1 / 2 std, median |z| 0.91. Bias: +0.0048, "
+                "1.2 times the spread over the datasets (0.0039); with the mean error "
+                "removed 90 / 100 %. A noise-free fit is +0.0013 off (the NLP's model error "
+                "against IRC), the rest is the estimator's bias under noise.",
+            ),
+        ),
+        pytest.param(
+            "restitution",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the frames' restitution with its propagated std: 80 / 100 % within "
+                "1 / 2 std (16 of 20, one dataset above the band's 76 %; binomial sd of the "
+                "fraction at 20 draws ~10 %); over 400 draws 75 / 97 % (the default test "
+                "above). Before the propagated std: 85 / 100 %.",
+            ),
+        ),
+    ],
+)
+def test_reported_std_is_in_the_issues_band(rows, cls):
+    c = drop_coverage(rows)["reported"][cls]
+    assert c["n"] == 20 and c["flagged"] == 0, c
     assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, c
