@@ -32,6 +32,9 @@ def print_table(rows: list[dict]) -> None:
           f"{'median |z|':>10}")  # fmt: skip
     for which, classes in table.items():
         for cls, r in classes.items():
+            if r["n"] == 0:  # mu where nothing slides: a lower bound, no std
+                print(f"{which:<21} {cls:<15} {r['n']:>3} {r['flagged']:>7}")
+                continue
             print(f"{which:<21} {cls:<15} {r['n']:>3} {r['flagged']:>7} "
                   f"{r['within_1_std']:>9.0%} {r['within_2_std']:>9.0%} "
                   f"{r['median_abs_z']:>10.2f}")  # fmt: skip
