@@ -1,20 +1,27 @@
 """Does the ellipse drop's std cover the truth? (issue 24) Repeated identifications of one
 simulated throw with independent tracking noise, and the fraction of errors within 1 and 2
-std per parameter class, for the NLP's linearized std and the parametric bootstrap's.
+std per parameter class: for what the drop path reports, and for the NLP's own values with
+its linearized std and with the parametric bootstrap's.
 
 The throw is the Section 6.1 one (``ellipse_drop.toml``'s ``[simulation]``), simulated once
-by IRC (``dynamics.planar_contact``, 1/1200 s) without noise; each dataset adds white
-Gaussian noise (``noise`` m on x and y, ``noise`` rad on theta, as ``physid simulate``) from
-its own seed. The fit is the drop path's (``ellipse_drop._solve``: multi-start IPOPT, the
-linearized covariance with batch means, mu held where nothing slides), with the true noise
-as the stated noise. J/m and mu are the NLP's values; restitution is the frames' estimate
-(``drop_checks.restitution``, the NLP has none) with its own std, and its bootstrap applies
-that estimator to the same re-noised copies of the fit's prediction.
+by IRC (``dynamics.planar_contact``, 1/1200 s; ``DropCase.truth_h``: sub-stepped finer)
+without noise; each dataset adds white Gaussian noise (``noise`` m on x and y, ``noise`` rad
+on theta, as ``physid simulate``) from its own seed. The fit is the drop path's
+(``ellipse_drop._solve``: multi-start IPOPT, the linearized covariance with batch means, mu
+held where nothing slides), with the true noise as the stated noise. Then:
 
-Not measured here: the output-error refinement (``drop_checks.output_error``), whose values
-and std the drop path reports instead where the IRC model's free run follows the frames.
+- **reported** (``values_reported``, ``std_reported``): ``ellipse_drop.reported_values``,
+  the function the drop path's ``build_estimate`` calls: the output-error refinement
+  (``drop_checks.output_error``) where its free run follows the frames, else the NLP's
+  values with the linearized std, and the frames' restitution; ``*_reported_bootstrap``
+  the same under ``[method] covariance = "bootstrap"``; ``output_error`` its s^2 and
+  whether it was kept.
+- the NLP's J/m and mu with the linearized std and (``draws`` > 0) the bootstrap's, as
+  fitted and bias-corrected; restitution the frames' estimate (``drop_checks.restitution``,
+  the NLP has none) with its own std, and its bootstrap applies that estimator to the same
+  re-noised copies of the fit's prediction.
 
-Used by ``benchmarks/bench_drop_coverage.py`` (prints the table) and the slow test
+Used by ``benchmarks/bench_drop_coverage.py`` (prints the tables) and the slow test
 ``tests/estimation/test_drop_coverage.py``; no file I/O.
 """
 
