@@ -55,6 +55,15 @@ from physid.estimation.tree_problem import TreeProblem
 CUTOFF_HZ = 10.0
 # Butterworth order of the low-pass (doubled by the forward-backward pass).
 ORDER = 2
+# Rows left out at each end of a log, in periods of the cutoff (1.5: 150 rows at 10 Hz and
+# 1 kHz). The forward-backward pass starts its state from a few edge rows, and these rows are
+# mostly encoder noise (second differences of quantized angles: ±5e3 per row against ~1
+# after the filter), so its start-up transient decays over ~0.15 s from ~1e3 times the
+# interior level (RMS of the first 25 rows 772 against 0.6). On a 1.5 s pendulum release from
+# 2.0 rad those rows held 99.99 % of the regression's cost at the truth and put J at -66 %
+# (0.00133 against 0.0039), from which LM stalled; left out, J -0.2 % and LM converges in 4
+# iterations (docs/validation.md, "The diagonal, and the stalled fits ...").
+EDGE_PERIODS = 1.5
 # Marquardt damping of the first step, relative to each column's diagonal of JᵀJ; divided by
 # 10 after a step that lowers the cost, multiplied by 10 after one that does not.
 DAMPING = 1e-3
@@ -96,17 +105,18 @@ def _segments(valid: np.ndarray) -> list[slice]:
     return [slice(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
-def _rows(problem: TreeProblem, q, theta, sos, jacobian: bool = True):
+def _rows(problem: TreeProblem, q, theta, sos, jacobian: bool = True, edge: int = 0):
     """(L(w e) [M], ∂/∂θ [M, p] or None): the weighted, filtered three-point residuals of
-    the interior steps of every log, flattened (M = (N − 2) n; rows outside a log are 0).
-    Without ``jacobian`` only the residuals are evaluated (no linearization)."""
+    the interior steps of every log, flattened (M = (N − 2) n; rows outside a log, and the
+    ``edge`` filtered rows at each end of one, are 0). Without ``jacobian`` only the
+    residuals are evaluated (no linearization)."""
     n = problem.structure.n
     X = jnp.concatenate([jnp.asarray(q, float), jnp.asarray(momenta(problem, q, theta))], axis=1)
     wd = np.asarray(problem.dyn_weight)
     valid = (wd[1:, 0] > 0) & (wd[:-1, 0] > 0)
     if not jacobian:
         e = np.where(valid[:, None], problem.residuals(X, theta)[0][1:, :n], 0.0)
-        return _filtered(e, valid, sos).reshape(-1), None
+        return _filtered(e, valid, sos, edge).reshape(-1), None
     lin = problem.linearize(X, theta)
     e = np.asarray(lin.dyn_r)[1:, :n]  # row 1 of steps 1 … N − 2 at p_k(θ)
     C = np.asarray(lin.dyn_C)
@@ -114,8 +124,8 @@ def _rows(problem: TreeProblem, q, theta, sos, jacobian: bool = True):
     K = np.einsum("kii->ki", A[1:, :n, n:])  # ∂row¹_k/∂p_k, weighted
     J = C[1:, :n] + K[:, :, None] * _momentum_derivatives(A, C, wd, n)[1:-1]
     e, J = np.where(valid[:, None], e, 0.0), np.where(valid[:, None, None], J, 0.0)
-    J = _filtered(J, valid, sos)
-    return _filtered(e, valid, sos).reshape(-1), J.reshape(-1, J.shape[-1])
+    J = _filtered(J, valid, sos, edge)
+    return _filtered(e, valid, sos, edge).reshape(-1), J.reshape(-1, J.shape[-1])
 
 
 def _momentum_derivatives(A, C, wd, n: int) -> np.ndarray:
@@ -136,14 +146,21 @@ def _momentum_derivatives(A, C, wd, n: int) -> np.ndarray:
     return np.concatenate([np.zeros((1, *C.shape[1:]))[:, n:], np.asarray(rest)])
 
 
-def _filtered(rows: np.ndarray, valid: np.ndarray, sos) -> np.ndarray:
-    """rows [M, ...] low-passed along M per run of valid rows (unchanged without ``sos``)."""
+def _filtered(rows: np.ndarray, valid: np.ndarray, sos, edge: int = 0) -> np.ndarray:
+    """rows [M, ...] low-passed along M per run of valid rows (unchanged without ``sos``),
+    the filter's start-up transient, ``edge`` rows at each end of a run (at most a quarter
+    of it), set to 0."""
     if sos is None:
         return rows
     rows = rows.copy()
     for seg in _segments(valid):
-        if seg.stop - seg.start > 3 * 2 * len(sos):  # long enough to pad (as filtfilt)
-            rows[seg] = sosfiltfilt(sos, rows[seg], axis=0)
+        n = seg.stop - seg.start
+        if n > 3 * 2 * len(sos):  # long enough to pad (as filtfilt)
+            out = sosfiltfilt(sos, rows[seg], axis=0)
+            cut = min(edge, n // 4)
+            out[:cut] = 0.0
+            out[n - cut :] = 0.0
+            rows[seg] = out
     return rows
 
 
@@ -159,18 +176,19 @@ def warm_start(
     samples), from θ0 (scaled), in the problem's box and, where it has one, its
     physical-consistency LMI: damped Gauss–Newton, each step an exact box QP."""
     fs = 1.0 / problem.structure.h
-    sos = None
+    sos, edge = None, 0
     if cutoff is not None and cutoff < 0.5 * fs:
         sos = butter(ORDER, cutoff, fs=fs, output="sos")
+        edge = int(np.ceil(EDGE_PERIODS * fs / cutoff))
     theta = np.clip(np.asarray(theta0, float), problem.lower, problem.upper)
     lmi = problem.consistency
-    r, J = _rows(problem, q, theta, sos)
+    r, J = _rows(problem, q, theta, sos, edge=edge)
     cost0 = cost = float(r @ r)
     damping, steps = DAMPING, 0
     while steps < max_steps:
         steps += 1
         if J is None:
-            _, J = _rows(problem, q, theta, sos)
+            _, J = _rows(problem, q, theta, sos, edge=edge)
         S = J.T @ J
         diag = np.maximum(np.diag(S), SMALLEST_DIAGONAL * max(float(np.max(np.diag(S))), 1e-300))
         H, g = S + damping * np.diag(diag), J.T @ r
@@ -183,7 +201,7 @@ def warm_start(
                 damping *= 10.0  # a shorter step is an easier conic problem
                 continue
         trial = theta + step
-        r_t, _ = _rows(problem, q, trial, sos, jacobian=False)
+        r_t, _ = _rows(problem, q, trial, sos, jacobian=False, edge=edge)
         cost_t = float(r_t @ r_t)
         if not cost_t < cost:
             damping *= 10.0

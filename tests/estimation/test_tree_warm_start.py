@@ -124,3 +124,22 @@ def test_encoder_positions_unwrap_and_fill_gaps(tmp_path):
     starts = ws.log_starts(problem)
     assert np.flatnonzero(starts).tolist() == [0, n // 2]
     np.testing.assert_allclose(ws.encoder_positions(problem)[:, 0], angle, rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_noisy_positions_do_not_start_the_filter_from_its_edges(case):
+    """With 1 mrad of white noise on the positions each three-point row carries noise of
+    ~2σ/h² = 2e3 rad/s², which the 10 Hz low-pass brings to a few rad/s² inside the log;
+    but the forward-backward pass starts its state from the edge rows, and its start-up
+    transient (~1e3 times the interior level over ~0.15 s) dominated the regression: J went
+    to its lower bound on a 1.5 s release (tests/rigs/test_identify_cli.py). Those rows are
+    left out (``EDGE_PERIODS``), so the regression reads the swing: J, the best-excited
+    parameter, within 5 % of the truth (measured −0.38 %; with the edge rows, −99.7 %: J on
+    its bound). 5 %: a start LM converges from in a few iterations, with room for the noise
+    draw (the filtered interior noise moves J by ~1 %)."""
+    problem, _, theta0, truth, q = case
+    noisy = q + np.random.default_rng(1).normal(0.0, 1e-3, q.shape)
+    fit = ws.warm_start(problem, noisy, theta0)
+    names = list(problem.structure.names)
+    j = names.index("J")
+    assert abs(fit.theta[j] / truth[j] - 1) < 0.05, (fit.theta * problem.scale, names)
