@@ -173,20 +173,11 @@ def test_process_runs_on_a_dask_cluster(tmp_path, pendulum_folder, dask_cluster,
 
 
 # slow: two identifications and four cross fits (~60 s idle, 160 s loaded)
-# The warm start's regression (estimation/tree_warm_start.py) low-passes the inverse-dynamics
-# residuals with sosfiltfilt, whose start-up transient from the log's quantization-noise edge
-# rows dominates it: on the 2.0 rad release it starts LM at J 0.00133 (truth 0.0039), and LM
-# stalls at J -27 % (cost 479 per step, "not converged"); from the spec's values, or with the
-# first and last 0.15 s of filtered rows left out, it converges (J -0.002 %) and this test
-# passes (measured). Not landed: with those rows left out LM settles, in 2 of the 50
-# one-motion coverage datasets, at a worse local point of the piecewise-smooth cost after 3
-# iterations (docs/validation.md, "The diagonal, and the stalled fits behind its failing test").
-@pytest.mark.xfail(
-    strict=True,
-    reason="the 2.0 rad release's identification stalls from the warm start's filter-edge "
-    "start (J 0.00133); leaving out the filter's start-up rows cures it but lets LM settle at "
-    "worse local points elsewhere (not landed)",
-)
+# The 2.0 rad release once stalled (J -27 %, "not converged"): the warm start's regression
+# was dominated by its low-pass's start-up transient on the quantization-noise edge rows
+# (J 0.00133 against 0.0039). Those rows are now left out (estimation/tree_warm_start.py,
+# EDGE_PERIODS) and LM converges (J -0.002 %); LM also runs from the spec's values, the lower
+# converged cost kept (rigs/models/identify_tree.py, fit_guarded).
 @pytest.mark.slow
 def test_index_cross_validates_experiments_of_one_rig(tmp_path, capture):
     """Two pendulum releases (2.5 and 2.0 rad) of the same truth: each model estimates the

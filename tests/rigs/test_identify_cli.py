@@ -25,18 +25,10 @@ time_unit = "ms"
 """
 
 
-# The CSV is read back exactly (1e-15 rad, 2e-16 s); the same series through the Python API
-# stalls the same way: the warm start's regression, dominated by its low-pass's start-up
-# transient on the noisy edge rows (estimation/tree_warm_start.py), starts LM at J = 1e-5
-# (its lower bound), and LM stalls at J -1.45 % with std inf ("not converged"). With the
-# filter's first and last 0.15 s of rows left out, LM converges (J +0.008 %, z +0.32) and this
-# test passes (measured). Not landed: see tests/pipeline/test_process.py's cross-validation
-# test (worse local points elsewhere).
-@pytest.mark.xfail(
-    strict=True,
-    reason="the warm start's filter-edge start (J = 1e-5) stalls LM: not converged, std inf "
-    "(flagged as such; the edge fix that cures it is not landed)",
-)
+# The CSV is read back exactly (1e-15 rad, 2e-16 s). This log once stalled LM: the warm
+# start's regression was dominated by its low-pass's start-up transient on the noisy edge
+# rows and started LM at J = 1e-5 (its lower bound); those rows are now left out
+# (estimation/tree_warm_start.py, EDGE_PERIODS), and LM converges (J +0.008 %, z +0.32).
 def test_identify_a_lab_csv_prints_the_table_and_writes_the_report(tmp_path):
     spec = load_spec("pendulum")
     scenario = EncoderScenario(duration=1.5, angles0=(2.5,), board_t0=0.0, seed=1)
