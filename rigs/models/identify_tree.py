@@ -682,11 +682,12 @@ def fit_guarded(problem: TreeProblem, start, cold, settings: dict, names, n_tota
     step), and the start's states fix which steps stick. The warm start's momenta, chained at
     its θ, can make a swing's turning point stick, and LM then settles at the local minimum
     in which that step sticks: 2 of 50 one-motion coverage datasets ended there, 0.9–1.3 % of
-    the cost above the minimum the spec's values reach (one step, 836 of 1501, sticking; the
-    cost rises by 1.8 % on the straight line between the two ends, so these are separate
-    minima, not a stall). The warm start still earns its place (it is what takes LM to the
-    minimum on short noisy logs, where the spec's values stall), and the second LM run
-    reuses the compiled problem (docs/benchmarks.md: its CPU cost)."""
+    the cost above the minimum the spec's values reach (one step, 836 of 1501, sticking; on
+    the straight line between the two ends the cost rises 0.5–1.7 % above the higher one, so
+    these are separate minima, not a stall). The other way round, the old warm start's end
+    was 1.2 % above the new one's on a third dataset. Each start can end in the worse basin,
+    so both are run; the second LM run reuses the compiled problem (docs/benchmarks.md: its
+    CPU cost)."""
     warm = fit(problem, *start, settings, names, n_total, say)
     if start[1] is cold[1]:  # the warm start was off, skipped or not used
         return warm, cold[1], None
@@ -702,7 +703,7 @@ def fit_guarded(problem: TreeProblem, start, cold, settings: dict, names, n_tota
         f"  guard: LM from the spec's values too: cost/step {other.cost / n_total:.6g} after "
         f"{other.iterations} iterations ({'converged' if converged[1] else 'not converged'}), "
         f"from the warm start {warm.cost / n_total:.6g} after {warm.iterations} "
-        f"({'converged' if converged[0] else 'not converged'}): kept the {kept}'s fit"
+        f"({'converged' if converged[0] else 'not converged'}): kept the fit from the {kept}"
     )
     record = {
         "kept": kept,

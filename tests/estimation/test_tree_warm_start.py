@@ -143,3 +143,33 @@ def test_noisy_positions_do_not_start_the_filter_from_its_edges(case):
     names = list(problem.structure.names)
     j = names.index("J")
     assert abs(fit.theta[j] / truth[j] - 1) < 0.05, (fit.theta * problem.scale, names)
+
+
+@pytest.mark.slow
+def test_the_guard_keeps_the_lower_of_two_separate_minima():
+    """The one-motion coverage study's dataset 44 (``TREE_PENDULUM``, 3 s from 2 rad, 0.5
+    mrad noise): from the warm start's states (momenta chained at its θ) one turning-point
+    step sticks, and LM settles in 3 iterations at a separate local minimum of the
+    piecewise-smooth cost, 1.3 % above the one the spec's values reach (measured 1.01508
+    against 1.00201 per step; the cost rises to 1.033 on the straight line between the two
+    ends, so no LM tolerance would have walked on). ``fit_guarded`` runs LM from both and
+    keeps the lower converged fit, and says so in estimate.json. 0.5 %: a third of the
+    measured gap, far above the round-off of two runs to one minimum (1e-13)."""
+    from dataclasses import replace
+
+    from physid.rigs.models.identify_tree import identify_tree_series, series_on_grid
+    from physid.rigs.pipeline.coverage import TREE_PENDULUM, tree_recording
+
+    spec, rig, clean, _ = tree_recording(TREE_PENDULUM)
+    noisy = clean.values.copy()
+    noisy[:, :1] += np.random.default_rng(44).normal(0.0, TREE_PENDULUM.noise, (len(noisy), 1))
+    h = spec.method_value("h", "s", 1e-3)
+    series = series_on_grid(replace(clean, values=noisy), rig, h, "sim")
+    lines = []
+    est, _ = identify_tree_series(spec, rig, [series], progress=lines.append)
+    guard = est.extra["start_guard"]
+    assert est.converged and guard["converged_warm"] and guard["converged_spec_values"]
+    assert guard["kept"] == "spec values", guard
+    assert guard["cost_warm"] > 1.005 * guard["cost_spec_values"], guard
+    assert est.cost == guard["cost_spec_values"]
+    assert any("kept the fit from the spec values" in line for line in lines), lines
