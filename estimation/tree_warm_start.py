@@ -170,16 +170,19 @@ def warm_start(
     theta0,
     cutoff: float | None = CUTOFF_HZ,
     max_steps: int = 8,
+    edge_periods: float = EDGE_PERIODS,
 ) -> WarmStart:
     """θ minimizing the low-passed (``cutoff`` Hz; None: unfiltered), weighted three-point DEL
     residuals of the positions q [N, n] (every joint; rad or m, unwrapped: the encoder
     samples), from θ0 (scaled), in the problem's box and, where it has one, its
-    physical-consistency LMI: damped Gauss–Newton, each step an exact box QP."""
+    physical-consistency LMI: damped Gauss–Newton, each step an exact box QP.
+    ``edge_periods``: filtered rows left out at each end of a log, in cutoff periods
+    (``EDGE_PERIODS``; 0 keeps them, as before 2026-11-26)."""
     fs = 1.0 / problem.structure.h
     sos, edge = None, 0
     if cutoff is not None and cutoff < 0.5 * fs:
         sos = butter(ORDER, cutoff, fs=fs, output="sos")
-        edge = int(np.ceil(EDGE_PERIODS * fs / cutoff))
+        edge = int(np.ceil(edge_periods * fs / cutoff))
     theta = np.clip(np.asarray(theta0, float), problem.lower, problem.upper)
     lmi = problem.consistency
     r, J = _rows(problem, q, theta, sos, edge=edge)
@@ -263,6 +266,7 @@ def tree_start(
     theta0,
     cutoff: float | None = CUTOFF_HZ,
     steps: int = START_STEPS,
+    edge_periods: float = EDGE_PERIODS,
 ) -> TreeStart:
     """``warm_start`` (``steps`` Gauss–Newton steps) on the encoder samples, and the states
     from the LM's start positions (X0's) with the momenta at the new θ; kept only where the
@@ -273,7 +277,7 @@ def tree_start(
     q = encoder_positions(problem)
     if q is None or not len(theta0):
         return TreeStart(theta0, X0, False, None, cost_given, np.nan)
-    reg = warm_start(problem, q, theta0, cutoff, steps)
+    reg = warm_start(problem, q, theta0, cutoff, steps, edge_periods)
     X = problem.initial_states(problem.positions(X0), reg.theta, log_starts(problem))
     cost = problem.cost(X, reg.theta)
     if not cost < cost_given:
