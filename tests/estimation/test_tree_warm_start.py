@@ -146,7 +146,7 @@ def test_noisy_positions_do_not_start_the_filter_from_its_edges(case):
 
 
 @pytest.mark.slow
-def test_the_guard_keeps_the_lower_of_two_separate_minima():
+def test_the_guard_keeps_the_lowest_of_separate_minima():
     """The one-motion coverage study's dataset 44 (``TREE_PENDULUM``, 3 s from 2 rad, 0.5
     mrad noise): from the warm start's states (momenta chained at its θ) one turning-point
     step sticks, and LM settles in 3 iterations at a separate local minimum of the
@@ -174,5 +174,5 @@ def test_the_guard_keeps_the_lower_of_two_separate_minima():
     costs = {s["start"]: s["cost"] for s in guard["starts"]}
     assert guard["kept"] != "warm start", guard
     assert costs["warm start"] > 1.005 * min(costs.values()), guard
-    assert est.cost == min(costs.values()) == costs[guard["kept"]]
+    assert est.cost == costs[guard["kept"]] <= min(costs.values()) * (1 + 1e-9), guard
     assert any(f"kept the fit from the {guard['kept']}" in line for line in lines), lines
