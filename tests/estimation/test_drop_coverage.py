@@ -174,11 +174,9 @@ def test_the_study_reports_what_the_drop_path_reports(rows):
     "first impact (0.0125 s) spins ~10 rad/s off IRC converged in its step (theta 1100 "
     "noise std RMS apart over 0.4 s), and the output error's sub-stepped free run (333 us) "
     "follows the converged motion. On converged-IRC frames (truth_h 1/240000 s) it is "
-    "rejected too (20 of 20, s^2 14 to 4.7e5): its 333 us sub-step sank ~1.7 mm at this "
-    "throw's 5 m/s impacts (substep_for assumed 1 m/s; it now takes the fastest point's "
-    "speed: 67 us here, and on seeds 0-3 of the 1/1200 s frames the output error is still "
-    "rejected, s^2 1.7e3 to 2.6e5), and from the NLP's start LM ends after 2-12 iterations "
-    "(with 42-67 us sub-steps s^2 5 to 1630 on seeds 0 and 1).",
+    "rejected too (20 of 20, s^2 14 to 4.7e5): its 333 us sub-step sinks ~1.7 mm at this "
+    "throw's 5 m/s impacts (substep_for assumes 1 m/s), and from the NLP's start LM ends "
+    "after 2-12 iterations (with 42-67 us sub-steps s^2 5 to 1630 on seeds 0 and 1).",
 )
 def test_the_output_error_refinement_is_kept_on_the_throw(rows):
     assert sum(r["output_error"]["accepted"] for r in rows) >= len(rows) // 2
