@@ -39,7 +39,9 @@ def unguarded(problem, starts, settings, names, n_total, say):
     """``fit_guarded`` before the guard: LM from the warm start with its edge rows kept (the
     last of ``starts``, which is the spec's values where that start was not used), alone."""
     label, X, theta = starts[-1]
-    return identify_tree.fit(problem, X, theta, settings, names, n_total, say), theta, None
+    res = identify_tree.fit(problem, X, theta, settings, names, n_total, say)
+    white = identify_tree.fitted_covariance(problem, res)
+    return res, theta, None, (white, identify_tree.tree_fit_status(problem, res, white))
 
 
 def mode(name: str) -> None:

@@ -494,11 +494,11 @@ def identify_tree_series(
         quiet = lambda _: None  # noqa: E731
         kept_edges = _warm_start(problem, *cold, names, n_total, quiet, edge_periods=0.0)
         starts += [("spec values", *cold), ("warm start with its edge rows", *kept_edges)]
-    res, theta0, guard = fit_guarded(problem, starts, settings, names, n_total, say)
+    res, theta0, guard, (white, status) = fit_guarded(
+        problem, starts, settings, names, n_total, say
+    )
     values = res.theta * problem.scale
     say(f"LM {res.reason} after {res.iterations} iterations, {time.perf_counter() - start:.1f} s")
-    white = fitted_covariance(problem, res)
-    status = tree_fit_status(problem, res, white)
     say(f"  {_status_line(status)}")
     row_weight, row_extra = None, {}
     if not status.converged and names and has_dry_friction(problem, res.theta):
@@ -678,7 +678,9 @@ def _row_weight_extra(names, res, status, values, row_weight) -> dict:
 
 
 def fit_guarded(problem: TreeProblem, starts, settings: dict, names, n_total: int, say):
-    """(LMResult, θ0 it started from, record or None): LM from each distinct start of
+    """(LMResult, θ0 it started from, record or None, (white covariance, Status) of the kept
+    fit: ``fitted_covariance`` and ``tree_fit_status``, computed once per fit): LM from each
+    distinct start of
     ``starts`` [(label, X0, θ0)], the first one's iterations said; kept: the converged fit of
     lowest cost (the earliest on a tie within ``GUARD_TIE``; the first fit if none converged).
     The starts: the warm start, the spec's values (momenta chained there), and the warm start
@@ -700,13 +702,15 @@ def fit_guarded(problem: TreeProblem, starts, settings: dict, names, n_total: in
         if not any(np.array_equal(theta, t) and X is x for _, x, t in distinct):
             distinct.append((label, X, theta))
     first = fit(problem, *distinct[0][1:], settings, names, n_total, say)
-    if len(distinct) == 1:
-        return first, distinct[0][2], None
     fits = [first] + [
         fit(problem, X, theta, settings, names, n_total, lambda _: None)
         for _, X, theta in distinct[1:]
     ]
-    converged = [tree_fit_status(problem, r, fitted_covariance(problem, r)).converged for r in fits]
+    whites = [fitted_covariance(problem, r) for r in fits]
+    checked = [(w, tree_fit_status(problem, r, w)) for r, w in zip(fits, whites, strict=True)]
+    if len(distinct) == 1:
+        return first, distinct[0][2], None, checked[0]
+    converged = [status.converged for _, status in checked]
     best = 0
     if any(converged):
         low = min(r.cost for r, ok in zip(fits, converged, strict=True) if ok)
@@ -721,14 +725,14 @@ def fit_guarded(problem: TreeProblem, starts, settings: dict, names, n_total: in
     kept = distinct[best][0]
     say(f"  guard: LM from {len(fits)} starts, cost/step {said}: kept the fit from the {kept}")
     record = {
-        "kept": distinct[best][0],
+        "kept": kept,
         "starts": [
             {"start": label, "cost": r.cost / n_total, "iterations": r.iterations,
              "converged": ok}
             for (label, _, _), r, ok in zip(distinct, fits, converged, strict=True)
         ],
     }  # fmt: skip
-    return fits[best], distinct[best][2], record
+    return fits[best], distinct[best][2], record, checked[best]
 
 
 # Relative cost difference below which two LM ends count as the same minimum (``fit_guarded``).
