@@ -46,15 +46,6 @@ def load(folder):
     return [r for r in rows if r["converged"]]
 
 
-def obm(score, length):
-    """Overlapping batch means of the score's sum, windows of ``length`` steps."""
-    n = len(score)
-    c = np.concatenate([np.zeros((1, score.shape[1])), np.cumsum(score, axis=0)])
-    sums = c[length:] - c[:-length]  # n − L + 1 windows
-    centred = sums / length - c[-1] / n
-    return n**2 * length / ((n - length + 1) * (n - length)) * centred.T @ centred
-
-
 def bartlett(score, lags):
     """Newey–West: Γ0 + Σ_j (1 − j/(L+1)) (Γj + Γjᵀ) of the score's sum."""
     s = score - score.mean(axis=0)
@@ -65,16 +56,18 @@ def bartlett(score, lags):
     return out
 
 
-def variants(n):
+def variants():
     out = {"white": lambda d: d["W"]}
     for B in (5, 10, 20, 30, 50):
         out[f"bm{B}"] = lambda d, B=B: d["W"] + positive_part(batch_means(d["score"], B) - d["W"])
     for B in (5, 10, 20, 30):
-        out[f"obm{B}"] = lambda d, B=B: d["W"] + positive_part(obm(d["score"], n // B) - d["W"])
+        out[f"obm{B}"] = lambda d, B=B: (
+            d["W"] + positive_part(overlapping_batch_means(d["score"], B) - d["W"])
+        )
     for L in (25, 50, 75, 150, 300):
         out[f"nw{L}"] = lambda d, L=L: d["W"] + positive_part(bartlett(d["score"], L) - d["W"])
     out["bm10 raw"] = lambda d: batch_means(d["score"], 10)
-    out["obm10 raw"] = lambda d: obm(d["score"], n // 10)
+    out["obm10 raw"] = lambda d: overlapping_batch_means(d["score"], 10)
     return out
 
 
@@ -90,7 +83,7 @@ def table(rows, label):
         f"{'estimator':12} {hdr}   (within 1 / 2 std, median std / sd of errors, ν̂; "
         "mean z², log score)"
     )
-    for key, meat in variants(n).items():
+    for key, meat in variants().items():
         var = np.array([np.diag(r["inv"] @ meat(r) @ r["inv"]) * r["scale"] ** 2 for r in rows])
         std = np.sqrt(var)
         z = np.abs(err) / std
