@@ -16,11 +16,14 @@ status from the experiments' statuses (``EXIT_*``).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -95,7 +98,11 @@ def _process(experiments, folder: Path, out: Path, options: ProcessOptions, cons
     # problems end at once and do not count.
     runnable = sum(not e.problems for e in experiments)
     pin = runnable >= 2 * max(1, options.jobs)
-    with _client(options, console, pin) as client, _ProgressView(experiments, console) as view:
+    library_log = out / "physid.log"
+    with (
+        _client(options, console, pin, warnings_log=library_log) as client,
+        _ProgressView(experiments, console) as view,
+    ):
         client.subscribe_topic(PROGRESS_TOPIC, view.event)
         futures = {
             client.submit(
@@ -236,11 +243,13 @@ def _client(
     console: Console,
     pin_workers: bool = False,
     shutdown_timeout: float = cluster.SHUTDOWN_TIMEOUT_S,
+    warnings_log: Path | None = None,
 ):
     """A Dask client: of the scheduler given, or of a local cluster of ``options.jobs``
     workers (``cluster.local_cluster``: TLS, no HTTP server unless ``options.dashboard``;
-    each worker pinned to its own core when ``pin_workers``, see ``PinToCore``). A local
-    cluster that does not shut down within ``shutdown_timeout`` s after the work is a
+    each worker pinned to its own core when ``pin_workers``, see ``PinToCore``; other
+    libraries' warnings appended to ``warnings_log`` where given, see ``WarningsToLog``). A
+    local cluster that does not shut down within ``shutdown_timeout`` s after the work is a
     warning, not a failure."""
     import dask
     from distributed import Client
@@ -269,11 +278,41 @@ def _client(
             link = cluster.dashboard_link(local)
             if link:
                 console.print(f"Dask dashboard: {link}")
+            if warnings_log is not None:
+                client.register_plugin(WarningsToLog(warnings_log), name="physid-warnings")
             if pin_workers and jobs > 1 and hasattr(os, "sched_getaffinity"):
                 cpus = tuple(sorted(os.sched_getaffinity(0)))
                 if len(cpus) > 1:
                     client.register_plugin(PinToCore(cpus), name="physid-pin-to-core")
             yield client
+
+
+class WarningsToLog(WorkerPlugin):
+    """Other libraries' warnings raised in a local worker go to the run's ``physid.log``, as
+    the command's own do (``rigs.cli_output.LibraryLog``): a worker's stderr is the terminal
+    of the live view, where CVXPY's "Solution may be inaccurate" from the Furuta's
+    consistency projection landed in the middle of the README's first command. physid's
+    own warnings stay on the terminal, one line each."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def setup(self, worker):
+        warnings.showwarning = functools.partial(_warning_to_file, self.path)
+
+
+def _warning_to_file(path: str, message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` of a worker: see ``WarningsToLog``."""
+    if category.__module__.startswith("physid"):
+        print(f"warning: {message}", file=sys.stderr)
+        return
+    text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} py.warnings WARNING (worker {os.getpid()}): {text}\n")
+    except OSError:
+        pass  # a full disk loses the warning, not the experiment
 
 
 class PinToCore(WorkerPlugin):
