@@ -210,10 +210,14 @@ def identify(
     ] = False,
 ) -> None:
     """Identify a rig's parameters from recorded data: a table of the values, estimate.json
-    and the same HTML report as physid process."""
+    and the same HTML report as physid process.
+
+    Exit status: 0 a fit judged "good fit", 1 the run failed, 2 a command-line or input
+    error, 5 the report is written but the fit's verdict is "poor fit" or "not converged".
+    """
     from physid.estimation.estimate import Estimate
     from physid.rigs.cli_output import parameter_table
-    from physid.rigs.pipeline.process import _ProgressView
+    from physid.rigs.pipeline.process import EXIT_UNTRUSTED, _ProgressView, untrusted
     from physid.rigs.pipeline.single import identify_files, prepare
 
     exp = prepare(rig, data, out)
@@ -240,6 +244,18 @@ def identify(
         highlight=False,
     )
     console.print(f"[green]wrote[/green] {Path(out) / 'report.html'}")
+    why = untrusted(summary)
+    if why is not None:
+        console.print(
+            error_line(
+                "not trusted",
+                f"the fit's verdict is {why!r}: read the report's verdict before using these "
+                f"numbers (exit status {EXIT_UNTRUSTED})",
+                "red",
+            ),
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_UNTRUSTED)
 
 
 def _load_model(rig: str) -> None:
@@ -289,15 +305,18 @@ def process(
 
     Exit status: 0 every experiment reported, 1 an experiment failed or was invalid (or
     none was found to report), 2 a command-line or input error, 3 another run holds --out,
-    4 an OS error such as a full disk (finished reports are kept).
+    4 an OS error such as a full disk (finished reports are kept), 5 every experiment
+    reported but some fit's verdict is "poor fit" or "not converged".
     """
     from physid.rigs.pipeline.outputs import OutputBusy
     from physid.rigs.pipeline.process import (
         EXIT_BUSY,
+        EXIT_UNTRUSTED,
         ProcessOptions,
         exit_status,
         load_index,
         process_folder,
+        untrusted,
     )
 
     if jobs < 1:
@@ -312,7 +331,19 @@ def process(
         raise typer.Exit(EXIT_BUSY) from None
     console.print(f"[green]wrote[/green] {index}")
     print(index)
-    status = exit_status(load_index(out))
+    summaries = load_index(out)
+    status = exit_status(summaries)
+    if status == EXIT_UNTRUSTED:
+        doubtful = [f"{s['experiment']} ({untrusted(s)})" for s in summaries if untrusted(s)]
+        console.print(
+            error_line(
+                "not trusted",
+                f"{', '.join(doubtful)}: read their reports' verdicts before using these "
+                f"numbers (exit status {EXIT_UNTRUSTED})",
+                "red",
+            ),
+            soft_wrap=True,
+        )
     if status:
         raise typer.Exit(status)
 

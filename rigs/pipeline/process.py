@@ -67,12 +67,29 @@ EXIT_FAILED = 1  # an experiment failed or was invalid, or none was reported
 EXIT_INPUT = 2  # a command-line or input error before any experiment ran
 EXIT_BUSY = 3  # another run holds the output folder
 EXIT_OS = 4  # an OS error outside the experiments (disk full, permissions)
+# Every experiment reported, but some fit is not to be trusted: its verdict is "poor fit" or
+# "not converged" (issue 24: a failure must not read as a success, to a script either).
+EXIT_UNTRUSTED = 5
 
 
 def exit_status(summaries: list[dict]) -> int:
-    """``EXIT_OK`` when there were experiments and all were reported, else ``EXIT_FAILED``."""
-    good = [s for s in summaries if s.get("status") in FINISHED]
-    return EXIT_OK if summaries and len(good) == len(summaries) else EXIT_FAILED
+    """``EXIT_FAILED`` when an experiment was not reported (or there was none),
+    ``EXIT_UNTRUSTED`` when all were but some fit is not trusted (``untrusted``), else
+    ``EXIT_OK``."""
+    reported = [s for s in summaries if s.get("status") in FINISHED]
+    if not summaries or len(reported) < len(summaries):
+        return EXIT_FAILED
+    return EXIT_UNTRUSTED if any(untrusted(s) for s in reported) else EXIT_OK
+
+
+def untrusted(summary: dict) -> str | None:
+    """Why a reported experiment's numbers are not to be trusted: its fit did not pass a
+    convergence test, or its verdict by prediction is not "good fit"; None when they are
+    (a reused report, or one no check was run on, counts by what it recorded)."""
+    if summary.get("converged") is False:
+        return "not converged"
+    verdict = summary.get("verdict")
+    return verdict if verdict not in (None, "good fit") else None
 
 
 def process_folder(folder: Path, out: Path, options: ProcessOptions, console: Console) -> Path:

@@ -116,3 +116,23 @@ def test_identify_recovers_what_simulate_furuta_wrote_under_a_drive(tmp_path):
     # 3 std, as above. Measured (2026-11-26): J_Azz +0.07 % (z +0.39), J_Byy +0.009 %
     # (+0.53), b1 -1.8 % (-0.26), b2 +1.2 % (+0.57).
     assert set(z) == {"J_Azz", "J_Byy", "b1", "b2"} and all(abs(v) <= 3 for v in z.values()), z
+
+
+def test_identify_stopped_on_its_iteration_limit_exits_5_with_its_report(tmp_path):
+    """An LM stopped after one iteration (``[method] max_iter = 1``) writes its report, whose
+    verdict is "not converged", and the command says so and exits 5, not 0: a script that
+    runs physid cannot take the numbers for a result."""
+    sim, fit = tmp_path / "sim", tmp_path / "fit"
+    done = run_physid(
+        "simulate", "pendulum", "--out", sim, "--duration", "2", "--noise", "1e-3", "--seed", "3"
+    )
+    assert done.returncode == 0, done.stderr
+    text = resolve_spec_path("pendulum").read_text()
+    spec = tmp_path / "pendulum.toml"
+    spec.write_text(text.replace("[method]\n", "[method]\nmax_iter = 1\n", 1))
+    done = run_physid("identify", spec, sim / "log.csv", "--out", fit)
+    assert done.returncode == 5, done.stderr
+    assert "not converged" in done.stderr and "exit status 5" in done.stderr
+    estimate = json.loads((fit / "estimate.json").read_text())
+    assert not estimate["converged"] and estimate["validation"]["verdict"] == "not converged"
+    assert not any(p["identifiable"] for p in estimate["parameters"].values())
