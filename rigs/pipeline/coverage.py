@@ -14,6 +14,7 @@ Used by ``benchmarks/bench_std_coverage.py`` (prints the table) and the slow tes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -332,7 +333,8 @@ def coverage(rows: list[dict], std_key: str = "std", one_sided: bool = True) -> 
     a box bound, a one-sided interval (``one_sided``: the truth's distance from the bound in
     released std; ``one_sided=False`` leaves those out): their number ``n``, the number
     ``flagged`` without either, the number ``on_bound`` counted one-sidedly, the fraction of
-    errors within 1 and 2 of ``std_key``, and the median |error|/std."""
+    errors within 1 and 2 of ``std_key``, and the median |error|/std (NaN for a class with
+    no dataset to count, e.g. a friction that is a lower bound in every one)."""
     by_class: dict[str, list[float]] = {}
     flagged: dict[str, int] = {}
     on_bound: dict[str, int] = {}
@@ -355,9 +357,19 @@ def coverage(rows: list[dict], std_key: str = "std", one_sided: bool = True) -> 
             "n": len(z),
             "flagged": flagged.get(cls, 0),
             "on_bound": on_bound.get(cls, 0),
-            "within_1_std": float(np.mean(np.asarray(z) <= 1.0)),
-            "within_2_std": float(np.mean(np.asarray(z) <= 2.0)),
-            "median_abs_z": float(np.median(z)),
+            **_fractions(np.asarray(z, float)),
         }
         for cls, z in by_class.items()
+    }
+
+
+def _fractions(z: np.ndarray) -> dict[str, float]:
+    """Fractions of |z| within 1 and 2, and its median; NaN without a dataset (NumPy's mean
+    of an empty array is NaN too, but with a RuntimeWarning in every study's output)."""
+    if not len(z):
+        return dict.fromkeys(("within_1_std", "within_2_std", "median_abs_z"), math.nan)
+    return {
+        "within_1_std": float(np.mean(z <= 1.0)),
+        "within_2_std": float(np.mean(z <= 2.0)),
+        "median_abs_z": float(np.median(z)),
     }
