@@ -582,27 +582,27 @@ def identify_tree_series(
     covers = (
         "The std is linearized (Marklund et al. (3.31)) with the residuals' own covariance and "
         f"overlapping batch means over windows of 1/{settings['covariance_batches']} of the "
-        "record, expanded by t_0.975(ν_eff)/1.96 for the batch means' degrees of freedom "
-        "(std_dof), so that ±2 std is a 95 % interval; it does not "
-        f"cover the discretization error of h = {settings['h']:g} s, errors of the fixed "
-        "values or of the model's form."
+        "record, which count residuals correlated in time, as the step's model error "
+        f"(h = {settings['h']:g} s) leaves them, expanded by t_0.975(ν_eff)/1.96 for the batch "
+        "means' degrees of freedom (std_dof), so that ±2 std is a 95 % interval (calibrated on "
+        "simulated rigs fitted at a coarser step than their data: docs/validation.md). "
     )
     if row_extra:
-        covers = covers.replace(
-            "it does not cover the discretization error",
-            "the fit at the dry friction's row weight α = ½ did not converge (a joint that "
+        covers += (
+            "The fit at the dry friction's row weight α = ½ did not converge (a joint that "
             "sticks), so the values are extrapolated linearly in α from converged fits at "
             f"α = {ALPHAS[0]:g} and {ALPHAS[1]:g}, with the extrapolation's noise and its "
-            "remainder in the std; "
-            "it does not cover the rest of the discretization error",
+            "remainder in the std. "
         )
     if step_extra:
-        covers = covers.replace(
-            "it does not cover the discretization error",
-            "the values are extrapolated from a refit at h/2 (Richardson, order 2), with the "
-            "extrapolation's noise and its remainder in the std; it does not cover the rest "
-            "of the discretization error",
+        covers += (
+            "The values are extrapolated from a refit at h/2 (Richardson, order 2), with the "
+            "extrapolation's noise and its remainder in the std. "
         )
+    covers += (
+        "It does not cover errors of the fixed values, or of the model's form beyond what the "
+        "residuals show."
+    )
     residuals = encoder_residual_report(rig, series_list[0], fits[0])
     checked = validation(status, predictions, parameters, residuals, covers)
     say(f"verdict: {checked['summary']}")
