@@ -325,8 +325,8 @@ def drop_truth_trajectory(scenario: DropScenario = DROP):
     t, q = scenario.h * np.arange(steps + 1), np.asarray(q[0])
     truth = {
         "rig": "ellipse_drop",
-        "parameters": {"J_over_m": ellipse.j_over_m, "mu": mu},  # names as in the Estimate
-        "restitution": eps,
+        # names as in the Estimate: the report shows each one's z
+        "parameters": {"J_over_m": ellipse.j_over_m, "mu": mu, "restitution": eps},
         "ground": {"p0": [float(p0[0]), float(p0[1])], "alpha": alpha},
         "q0": list(scenario.q0),
         "v0": list(scenario.v0),

@@ -80,12 +80,12 @@ def truth_distance(p: dict, truth: float) -> float:
 @pytest.mark.slow
 def test_every_sample_parameter_is_within_three_reported_std_and_every_verdict_good(summaries):
     """Issue 24's acceptance on the sample folder: the reported std covers the truth (3 std:
-    a calibrated std leaves 0.3 % outside; 8 parameters with a truth) and every report's
-    verdict by prediction is "good fit". Measured 2026-11-26 (docs/tree-estimator.md, "The
-    sample through the tree"): largest |z| 2.05 (pendulum b; Furuta all within 0.68, drop
-    0.13, loop 0.30). It failed until the tree's dry friction was split over both rows of the
-    step (pendulum J z −3.45) and the drive was held from its own frame (Furuta b1 +24 %,
-    z +2.97)."""
+    a calibrated std leaves 0.3 % outside; all 12 parameters have a truth, the drop's
+    restitution too) and every report's verdict by prediction is "good fit". Measured
+    2026-11-26 (docs/tree-estimator.md, "The sample through the tree"): largest |z| 2.05
+    (pendulum b; Furuta all within 0.68, drop 0.13, loop 0.30). It failed until the tree's
+    dry friction was split over both rows of the step (pendulum J z −3.45) and the drive was
+    held from its own frame (Furuta b1 +24 %, z +2.97)."""
     far = {}
     for name, s in summaries.items():
         assert s["verdict"] == "good fit", (name, s.get("verdict_summary"))
@@ -93,7 +93,7 @@ def test_every_sample_parameter_is_within_three_reported_std_and_every_verdict_g
         for param, p in s["parameters"].items():
             if param in truth:
                 far[f"{name}.{param}"] = truth_distance(p, truth[param])
-    assert len(far) >= 8, far
+    assert len(far) == 12, sorted(far)
     assert all(d <= 3.0 for d in far.values()), far
 
 
