@@ -98,19 +98,17 @@ OE_TRUE = {"J_over_m": 756e-6, "mu": 0.3, "restitution": 0.2}
 OE_SIGMA = (3e-5, 1e-3)  # m, rad: the MuJoCo drops' tracking noise (35 um, 1.1 mrad)
 
 
-@pytest.fixture(scope="module")
-def oe_case():
-    """The sample drop's throw on a flat ground by the compiled IRC stepper (the model
-    output_error fits, sub-stepped at 1/24000 s: self-consistent, so the truth is exactly
-    reachable), 0.3 s at 240 fps (two bounces), and a stand-in for the NLP's fit: its grid,
-    frame nodes and a first state 20 um / 0.2 mrad / 5 mm/s off."""
+def _oe_throw(truth_substep: float):
+    """The sample drop's throw on a flat ground by the compiled IRC stepper, sub-stepped at
+    ``truth_substep``, 0.3 s at 240 fps (two bounces), and a stand-in for the NLP's fit: its
+    grid, frame nodes and a first state 20 um / 0.2 mrad / 5 mm/s off."""
     from types import SimpleNamespace
 
     from physid.rigs.models.drop_checks import simulator
 
     steps = 360
     q0, v0 = np.array([0.0, 0.1, 0.5]), np.array([0.3, 0.0, 3.0])
-    sim = simulator(GEOMETRY, 1.0, *OE_TRUE.values(), OE_H, OE_SUB)
+    sim = simulator(GEOMETRY, 1.0, *OE_TRUE.values(), OE_H, truth_substep)
     q = sim((q0[None], v0[None]), np.zeros(1, int), steps)[0]
     t = np.arange(steps + 1) * OE_H
     frames = np.arange(0, steps + 1, 5)
@@ -119,15 +117,21 @@ def oe_case():
     return fit, t[frames], q[frames]
 
 
-def _output_error(oe_case, seed):
+@pytest.fixture(scope="module")
+def oe_case():
+    """The throw as output_error models it (sub-stepped at 1/24000 s: self-consistent, so
+    the truth is exactly reachable)."""
+    return _oe_throw(OE_SUB)
+
+
+def _output_error(oe_case, seed, sigma=OE_SIGMA):
     from physid.estimation.ipopt_contact import IpoptSettings
     from physid.rigs.models.drop_checks import output_error
 
     fit, t_m, q_true = oe_case
     rng = np.random.default_rng(seed)
-    sigma = np.array([OE_SIGMA[0], OE_SIGMA[0], OE_SIGMA[1]])
-    q_m = q_true + rng.normal(size=q_true.shape) * sigma
-    settings = IpoptSettings(sigma_pos=OE_SIGMA[0], sigma_theta=OE_SIGMA[1])
+    q_m = q_true + rng.normal(size=q_true.shape) * np.array([sigma[0], sigma[0], sigma[1]])
+    settings = IpoptSettings(sigma_pos=sigma[0], sigma_theta=sigma[1])
     # about the NLP's errors on the sample drop (J/m +0.34 %, mu +0.008, eps -0.008): the
     # output-error fit is local, through bounces whose timing each parameter moves
     start = {"J_over_m": 1.005 * 756e-6, "mu": 0.31, "restitution": 0.19}
@@ -143,6 +147,9 @@ def test_output_error_recovers_the_bounce_parameters_with_a_stable_std(oe_case):
         # chi^2 at the optimum is ~n_obs - 8 (white noise of the stated size); 5 sigma of
         # its spread sqrt(2 n) is the goodness-of-fit band
         assert abs(oe.chi2 - (oe.n_obs - 8)) < 5 * np.sqrt(2 * oe.n_obs) < oe.chi2_start
+        # ... so the drop path keeps it: s^2 below chi^2's 99.9 % point (1.33 for 217
+        # observations less 8 fitted; a correct model is refused once in 1000 draws)
+        assert oe.kept and oe.s2_limit == pytest.approx(1.33, abs=0.01), oe.residual_variance_factor
         for name in oe.free:
             z = (oe.values[name] - OE_TRUE[name]) / oe.std[name]
             assert np.isfinite(oe.std[name]) and abs(z) <= 3, (name, oe.values, oe.std)
@@ -153,3 +160,23 @@ def test_output_error_recovers_the_bounce_parameters_with_a_stable_std(oe_case):
     for name in fits[0].free:
         a, b = fits[0].std[name], fits[1].std[name]
         assert 1 / 1.5 < a / b < 1.5, (name, a, b)
+
+
+def test_output_error_is_refused_where_its_model_cannot_follow_the_frames():
+    """Frames of the same throw by IRC at the fit grid's own 1/1200 s (one sub-step: the
+    Section 6.1 throw's frames are IRC at that step) miss the output error's 1/24000 s free
+    run by a model error of 0.11 / 0.19 mm and 2.0 mrad RMS (x, y, theta). With 0.1 mm /
+    3 mrad of noise that is about one noise std: measured s^2 2.07 on 217 observations,
+    which the former limit (4, a stated noise off by 2x) kept, but chi^2's own scatter
+    there is +-0.1, and the 99.9 % point 1.33 refuses it. (On the mu = 0.9 throw such fits,
+    s^2 2.0-3.4, had restitution 8-40 of its std off: tests/estimation/
+    test_ipopt_contact_rig.py.) The same frames with 0.3 mm / 10 mrad of noise hide the
+    model error (measured s^2 1.00): kept, and within 3 std (measured z J/m +2.0,
+    restitution +0.1)."""
+    coarse = _oe_throw(OE_H)
+    oe = _output_error(coarse, 1, sigma=(1e-4, 3e-3))
+    assert oe.s2_limit < oe.residual_variance_factor < 4.0 and not oe.kept
+    oe = _output_error(coarse, 1, sigma=(3e-4, 1e-2))
+    assert oe.kept
+    for name in oe.free:
+        assert abs(oe.values[name] - OE_TRUE[name]) <= 3 * oe.std[name], (name, oe.values)
