@@ -70,13 +70,25 @@ SUBSTEP_H = 1.0 / 240000
 SINK_SPEED = 1.0
 
 
-def substep_for(sigma_pos: float) -> float:
+def substep_for(sigma_pos: float, speed: float = SINK_SPEED) -> float:
     """The IRC sub-step (s) of the prediction and output-error roll-outs for frames of noise
-    ``sigma_pos`` (m): the longest whose sinking into the ground, SINK_SPEED x sub-step,
-    stays below a third of the noise, and no shorter than ``SUBSTEP_H``. The sample's
-    13.6 um gives 4.5 us; the tests' 1 mm throws 333 us, a hundred times fewer steps for
-    the same answer where the frames cannot see the difference."""
-    return max(SUBSTEP_H, sigma_pos / (3.0 * SINK_SPEED))
+    ``sigma_pos`` (m) of a body whose points move at up to ``speed`` (m/s; at least
+    SINK_SPEED): the longest whose sinking into the ground, speed x sub-step, stays below a
+    third of the noise, and no shorter than ``SUBSTEP_H``. The sample's 13.6 um gives
+    ``SUBSTEP_H``; a 1 mm throw at 1 m/s 333 us, a hundred times fewer steps for the same
+    answer where the frames cannot see the difference, and at 5 m/s 67 us (at 333 us the
+    Section 6.1 throw's 5 m/s impacts sank ~1.7 mm, more than the frames' noise:
+    docs/validation.md, "The ellipse drop's std")."""
+    return max(SUBSTEP_H, sigma_pos / (3.0 * max(speed, SINK_SPEED)))
+
+
+def fastest_point_speed(fit, geometry) -> float:
+    """m/s, an upper bound on the speed of any point of the ellipse over the fit's states:
+    max over the grid of |v_xy| + |ω| a_max (a contact point's approach speed is at most
+    this), for ``substep_for``."""
+    v = np.asarray(fit.v, float)
+    reach = max(geometry.a, geometry.b)
+    return float(np.max(np.hypot(v[:, 0], v[:, 1]) + np.abs(v[:, 2]) * reach))
 
 
 def impact_consistency(t_m, q_m, geometry, sigma_pos: float, sigma_theta: float) -> list[dict]:
@@ -407,7 +419,7 @@ def predictions(fit, t_m, q_m, geometry, settings, m: float, values: dict, label
     present[fit.frame_index] = True
     obs = Observations(t, y, present)
     chans = channels(settings)
-    sub = substep_for(settings.sigma_pos)
+    sub = substep_for(settings.sigma_pos, fastest_point_speed(fit, geometry))
     sim = simulator(geometry, m, values["J_over_m"], values["mu"], values["restitution"], h, sub)
     k = max(1, min(int(round(PREDICTION_HORIZON / h)), len(t) - 1))
 
@@ -575,7 +587,8 @@ def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
     contact impulses alone do."""
     t = np.asarray(fit.t, float)
     h = float(np.median(np.diff(t)))
-    substep_h = substep_for(settings.sigma_pos) if substep_h is None else substep_h
+    if substep_h is None:
+        substep_h = substep_for(settings.sigma_pos, fastest_point_speed(fit, geometry))
     frames = np.asarray(fit.frame_index)
     sig = np.array([settings.sigma_pos, settings.sigma_pos, settings.sigma_theta])
     y = np.asarray(q_m, float)
