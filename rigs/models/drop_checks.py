@@ -527,7 +527,8 @@ class OutputError:
     ``residual_variance_factor`` chi2 / (n_obs − n_free) and ``s2_limit``, the largest at
     which the fit is kept (:func:`output_error_limit`; ``kept``); ``iterations``; ``free``
     the parameters fitted; ``residuals`` [n_frames, 3] (x, y, theta in noise std) at the
-    end."""
+    end; ``on_bound`` the fitted parameters that ended on their box
+    (:func:`oe_parameter_box`)."""
 
     values: dict
     std: dict
@@ -542,11 +543,13 @@ class OutputError:
     free: tuple
     s2_limit: float
     residuals: np.ndarray
+    on_bound: tuple = ()
 
     @property
     def kept(self) -> bool:
-        """Does the free run follow the frames to their stated noise (s² ≤ ``s2_limit``)?"""
-        return bool(self.residual_variance_factor <= self.s2_limit)
+        """Does the free run follow the frames to their stated noise (s² ≤ ``s2_limit``)
+        with every fitted parameter inside its box (``on_bound`` empty)?"""
+        return bool(self.residual_variance_factor <= self.s2_limit and not self.on_bound)
 
     def to_dict(self) -> dict:
         return {
@@ -557,6 +560,7 @@ class OutputError:
             "n_obs": self.n_obs,
             "residual_variance_factor": self.residual_variance_factor,
             "s2_limit": self.s2_limit,
+            "on_bound": list(self.on_bound),
             # which channel the free run misses: mean squared residual in stated noise units
             "chi2_per_frame": dict(
                 zip(("x", "y", "theta"), np.mean(self.residuals**2, axis=0).tolist(), strict=True)
@@ -597,21 +601,32 @@ def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
     scale = np.array([values["J_over_m"], 1.0, 1.0, *sig, *(sig / 0.1)])
     active = [0, 2, *range(3, 9)] if hold_mu else list(range(9))
 
+    base = np.concatenate([[values["J_over_m"], values["mu"], values["restitution"]],
+                           fit.q[0], fit.v[0]])  # fmt: skip
+    lower, upper = oe_parameter_box(settings)
+
     def unpack(z):
-        full = np.concatenate([[values["J_over_m"], values["mu"], values["restitution"]],
-                               fit.q[0], fit.v[0]]) + z * scale  # fmt: skip
-        return full
+        return base + z * scale
+
+    def into_box(z):
+        """z with J/m, mu and restitution moved onto their box (a projected LM step): the
+        roll-out cannot use values outside it, so beyond it the error is flat and LM
+        drifted (a rejected fit ended at restitution -2.99)."""
+        p = unpack(z)
+        z = z.copy()
+        z[:3] = (np.clip(p[:3], lower, upper) - base[:3]) / scale[:3]
+        return z
 
     def residuals(z):
         p = unpack(z)
-        jm, mu, eps = max(p[0], 1e-12), max(p[1], 0.0), min(max(p[2], 0.0), 1.0)
+        jm, mu, eps = p[:3]
         sim = simulator(geometry, 1.0, jm, mu, eps, h, substep_h)
         pred = sim((p[3:6][None], p[6:9][None]), np.zeros(1, int), steps)[0][frames]
         d = pred - y
         d[:, 2] = (d[:, 2] + math.pi) % (2 * math.pi) - math.pi
         return (d / sig).ravel()
 
-    z = np.zeros(9)
+    z = into_box(np.zeros(9))
     r = residuals(z)
     chi2_start = chi2 = float(r @ r)
     damping, done = 1e-3, 0
@@ -625,6 +640,7 @@ def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
         for _ in range(6):
             dz = np.zeros(9)
             dz[active] = np.linalg.solve(A + damping * np.diag(np.diag(A) + 1e-12), -g)
+            dz = into_box(z + dz) - z
             trial = residuals(z + dz)
             if float(trial @ trial) < chi2:
                 z, r, chi2 = z + dz, trial, float(trial @ trial)
@@ -640,15 +656,23 @@ def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
     # A variable that moves no frame (mu where the roll-out never slides: a unit change of
     # it moves them by less than 1e-6 noise std RMS) is not determined: held, std inf.
     active = [i for i in active if np.linalg.norm(J[:, i]) > 1e-6 * math.sqrt(r.size)]
-    free = tuple(n for i, n in enumerate(("J_over_m", "mu", "restitution")) if i in active)
+    names = ("J_over_m", "mu", "restitution")
+    p = unpack(z)
+    # A held one keeps its start: LM's steps along a direction that moves no frame are
+    # noise (mu once drifted to its bound 2.0 where the roll-out never slid)
+    p[:3] = [p[i] if i in active else base[i] for i in range(3)]
+    # A parameter on its box is not a measurement (no std; ``OutputError.kept`` refuses it)
+    on_bound = tuple(
+        n for i, n in enumerate(names)
+        if i in active and (p[i] <= lower[i] or p[i] >= upper[i])
+    )  # fmt: skip
+    free = tuple(n for i, n in enumerate(names) if i in active)
     n_obs, n_free = r.size, len(active)
     s2 = chi2 / max(n_obs - n_free, 1)
     cov_a = _output_error_covariance(J[:, active], r, s2)
     cov = np.zeros((9, 9))
     cov[np.ix_(active, active)] = cov_a
     cov *= np.outer(scale, scale)
-    p = unpack(z)
-    names = ("J_over_m", "mu", "restitution")
     std = {n: float(np.sqrt(max(cov[i, i], 0.0))) if i in active else math.inf
            for i, n in enumerate(names)}  # fmt: skip
     return OutputError(
@@ -665,7 +689,17 @@ def output_error(fit, t_m, q_m, geometry, settings, values: dict, hold_mu: bool,
         free=free,
         s2_limit=output_error_limit(n_obs, n_free),
         residuals=r.reshape(-1, 3),
+        on_bound=on_bound,
     )
+
+
+def oe_parameter_box(settings) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper bounds of (J/m, mu, restitution) in the output-error fit: the NLP's
+    boxes (``IpoptSettings.j_over_m_bounds``, ``mu_bounds``; m², 1) and [0, 1] for the
+    restitution coefficient."""
+    lower = np.array([settings.j_over_m_bounds[0], settings.mu_bounds[0], 0.0])
+    upper = np.array([settings.j_over_m_bounds[1], settings.mu_bounds[1], 1.0])
+    return lower, upper
 
 
 def output_error_limit(n_obs: int, n_free: int) -> float:

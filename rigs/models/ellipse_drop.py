@@ -887,6 +887,22 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
     )
 
 
+def _oe_refusal(oe) -> str:
+    """Why the output-error fit's numbers are not the reported ones."""
+    if oe.on_bound:
+        return (
+            f"not used: {', '.join(oe.on_bound)} ended on its box (no std there); the NLP's "
+            "values and covariance are reported"
+        )
+    return (
+        f"not used: its residual variance factor {oe.residual_variance_factor:.3g} exceeds "
+        f"{oe.s2_limit:.3g}, chi^2's {100 * (1 - drop_checks.OE_MODEL_ERROR_P):g} % point for "
+        f"{oe.n_obs} observations at the stated noise (the IRC model's free run does not "
+        "follow these frames to their noise: a model error, or frames noisier than stated); "
+        "the NLP's values and covariance are reported"
+    )
+
+
 def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) -> Estimate:
     """``Estimate`` with the values and std of :func:`reported_values`, the run's status, the
     parameters' flags (``estimation.flags``), the prediction checks by IRC and plain-list
@@ -935,14 +951,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
                                    "output-error fit's start"}  # fmt: skip
     ident["output_error"] = oe.to_dict() | {
         "accepted": accepted,
-        "note": "the reported values and std"
-        if accepted
-        else f"not used: its residual variance factor {oe.residual_variance_factor:.3g} exceeds "
-        f"{oe.s2_limit:.3g}, chi^2's {100 * (1 - drop_checks.OE_MODEL_ERROR_P):g} % point for "
-        f"{oe.n_obs} observations at the stated "
-        "noise (the IRC model's free run does not follow these frames to their noise: a "
-        "model error, or frames noisier than stated); the NLP's values and covariance are "
-        "reported",
+        "note": "the reported values and std" if accepted else _oe_refusal(oe),
     }
     checked = (True, friction["identifiable"])  # a bound-only mu has no std to trust
     ident["covariance"] = covariance_report(

@@ -98,7 +98,7 @@ OE_TRUE = {"J_over_m": 756e-6, "mu": 0.3, "restitution": 0.2}
 OE_SIGMA = (3e-5, 1e-3)  # m, rad: the MuJoCo drops' tracking noise (35 um, 1.1 mrad)
 
 
-def _oe_throw(truth_substep: float):
+def _oe_throw(truth_substep: float, truth: dict = OE_TRUE):
     """The sample drop's throw on a flat ground by the compiled IRC stepper, sub-stepped at
     ``truth_substep``, 0.3 s at 240 fps (two bounces), and a stand-in for the NLP's fit: its
     grid, frame nodes and a first state 20 um / 0.2 mrad / 5 mm/s off."""
@@ -108,7 +108,7 @@ def _oe_throw(truth_substep: float):
 
     steps = 360
     q0, v0 = np.array([0.0, 0.1, 0.5]), np.array([0.3, 0.0, 3.0])
-    sim = simulator(GEOMETRY, 1.0, *OE_TRUE.values(), OE_H, truth_substep)
+    sim = simulator(GEOMETRY, 1.0, *truth.values(), OE_H, truth_substep)
     q = sim((q0[None], v0[None]), np.zeros(1, int), steps)[0]
     t = np.arange(steps + 1) * OE_H
     frames = np.arange(0, steps + 1, 5)
@@ -124,7 +124,7 @@ def oe_case():
     return _oe_throw(OE_SUB)
 
 
-def _output_error(oe_case, seed, sigma=OE_SIGMA):
+def _output_error(oe_case, seed, sigma=OE_SIGMA, restitution=0.19):
     from physid.estimation.ipopt_contact import IpoptSettings
     from physid.rigs.models.drop_checks import output_error
 
@@ -134,7 +134,7 @@ def _output_error(oe_case, seed, sigma=OE_SIGMA):
     settings = IpoptSettings(sigma_pos=sigma[0], sigma_theta=sigma[1])
     # about the NLP's errors on the sample drop (J/m +0.34 %, mu +0.008, eps -0.008): the
     # output-error fit is local, through bounces whose timing each parameter moves
-    start = {"J_over_m": 1.005 * 756e-6, "mu": 0.31, "restitution": 0.19}
+    start = {"J_over_m": 1.005 * 756e-6, "mu": 0.31, "restitution": restitution}
     return output_error(fit, t_m, q_m, GEOMETRY, settings, start, hold_mu=False,
                         substep_h=OE_SUB)  # fmt: skip
 
@@ -208,3 +208,19 @@ def test_the_substep_keeps_a_fast_impacts_sinking_below_a_third_of_the_noise(lif
     traj = simulate_irc(q0, v0, h, int(0.01 / h), ELLIPSE, Ground(), 0.3, 0.2)
     sink = -min(gap_beta_star(q, ELLIPSE, Ground())[0] for q in traj.q)
     assert 0.0 < sink <= 1.01 * sigma / 3, sink
+
+
+def test_output_error_stays_in_the_box_and_refuses_a_parameter_on_it():
+    """A plastic throw (restitution 0: the truth on its bound) fitted from restitution 0.02.
+    Before the box, LM's steps left it where the roll-out clamps it, and the fits were kept
+    with restitution -0.014 +- 0.002 (seed 0) and mu 1.8e6 (seed 5: mu moves no frame here,
+    but LM walked along it while it is held). Now seed 0 ends on the bound, which is no
+    measurement: named in ``on_bound`` and not kept (the NLP's values are reported); seed 5
+    ends inside (measured 0.013) with mu at its start, as a held parameter should."""
+    plastic = _oe_throw(OE_SUB, dict(OE_TRUE, restitution=0.0))
+    oe = _output_error(plastic, 0, restitution=0.02)
+    assert oe.values["restitution"] == 0.0 and oe.on_bound == ("restitution",), oe.values
+    assert oe.residual_variance_factor <= oe.s2_limit and not oe.kept
+    oe = _output_error(plastic, 5, restitution=0.02)
+    assert oe.on_bound == () and 0.0 < oe.values["restitution"] < 1.0, oe.values
+    assert "mu" not in oe.free and oe.values["mu"] == 0.31 and oe.std["mu"] == np.inf
