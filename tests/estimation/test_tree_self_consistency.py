@@ -23,13 +23,11 @@ J and μ are 20× and 4× sharper than b throughout."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import physid.dynamics  # noqa: F401  (float64)
-from physid.dynamics import variational_friction as vf
 from physid.estimation.lm import levenberg_marquardt
 from physid.rigs.models import pendulum
 from physid.rigs.models.identify_tree import (
@@ -39,40 +37,32 @@ from physid.rigs.models.identify_tree import (
     tree_fit_status,
     tree_settings,
 )
-from tests.estimation.test_tree_estimator import PENDULUM_TRUTH, H, _params, _spec
+from tests.estimation.test_tree_estimator import PENDULUM_TRUTH, H, _params, _spec, rollout
 
 NOISE = 1e-5  # rad, the issue's
-# LLVM optimizations off, as tests/dynamics/tree_cases.py's FAST_COMPILE.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 STEPS = 3000  # 3 s released from 3 rad: four swings, viscous and dry friction both at work
 
 
 def _simulated(rig, steps: int):
-    """q, p [steps, 1] of the pendulum released from 3 rad, by the tree's integrator at h.
-
-    The rollout is one jitted program compiled without LLVM's optimizations (FAST_COMPILE,
-    float64, no fast-math): called eagerly, its start momentum ran op by op and its scan
-    compiled with the parameters as constants, 9.4 s of CPU for 400 steps; jitted 5.3 s,
-    and 4.4 s at FAST_COMPILE, with the same q and p to every printed digit. The step is
-    the integrator's own (its Newton tolerance is what the residual test bounds)."""
+    """q, p [steps, 1] of the pendulum released from 3 rad, by the tree's integrator at h
+    (jitted, test_tree_estimator.py's ``rollout``)."""
     c = jnp.array([0.0039 + 0.428 * 0.092**2])
-    rollout = jax.jit(
-        lambda params, u: vf.rollout(rig.tree, params, jnp.array([3.0]), jnp.array([0.0]), u, H, c),
-        compiler_options=FAST_COMPILE,
-    )
-    return rollout(_params(rig, **PENDULUM_TRUTH), jnp.zeros((steps - 1, 0)))
+    return rollout(
+        rig.tree, _params(rig, **PENDULUM_TRUTH), jnp.array([3.0]), jnp.array([0.0]),
+        jnp.zeros((steps - 1, 0)), H, c,
+    )  # fmt: skip
 
 
 def test_simulator_data_zero_the_estimator_residual(tmp_path):
     """The estimator's residual is the simulator's equation: the states the integrator
-    produced (viscous and dry friction, 0.4 s from 3 rad) at the truth leave dynamics rows
+    produced (viscous and dry friction, 3 s from 3 rad) at the truth leave dynamics rows
     within 1e-9 of the momenta (the integrator's Newton tolerance, 1e-12 rad on q₁, is
     ~1e-11 N m s of impulse at M/h = 7.5 kg m²/s; momenta are ~0.03 N m s). A different
     discretization or friction law would leave the step's O(h²) error, ~1e-6 of them. The
     cheap default-run half of the self-consistency check; the fit is the slow test below."""
     spec = _spec("pendulum", tmp_path, noise=str(NOISE))
     rig = pendulum.tree_rig(spec)
-    steps = 400
+    steps = 3001  # the shape of test_tree_estimator.py's dry-friction rollout: one compilation
     q, p = _simulated(rig, steps)
     q = np.asarray(q)
     series = {"grid": np.arange(steps) * H, "y": q, "present": np.ones_like(q, bool),
