@@ -146,12 +146,18 @@ def test_batched_rnea_jvp_in_parameters_matches_central_differences():
     def tau_of(p):
         return batched.rnea_batch(tree, p, Q, Qd, Qdd)
 
-    _, jvp = jax.jvp(tau_of, (params,), (direction,))
+    # Jitted as the module's other programs (FAST_COMPILE): run eagerly, the kernel's cond
+    # compiled with LLVM's optimizations, once with its JVP and again for the evaluations
+    # (this test alone 9.5 -> 8.7 s of CPU on an empty cache).
+    tangent = jax.jit(lambda p, d: jax.jvp(tau_of, (p,), (d,))[1], compiler_options=FAST_COMPILE)
+    values = jax.jit(tau_of, compiler_options=FAST_COMPILE)
+    jvp = tangent(params, direction)
     h = 1e-6
 
     def shifted(sign):
         return jax.tree_util.tree_map(lambda x, d: x + sign * h * d, params, direction)
 
-    fd = (tau_of(shifted(1.0)) - tau_of(shifted(-1.0))) / (2 * h)
+    fd = (values(shifted(1.0)) - values(shifted(-1.0))) / (2 * h)
+    print("JVP against central differences", rel(jvp, fd))
     assert float(jnp.max(jnp.abs(jvp))) > 1e-3  # the direction moves τ
     assert rel(jvp, fd) < 1e-7
