@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tree_cases import DATA, FAST_COMPILE, rel
+from tree_cases import DATA, FAST_COMPILE, rel, single_state, single_state_rows
 
 import physid.dynamics  # noqa: F401 (float64)
-from physid.dynamics import batched, fused, newton_euler
+from physid.dynamics import batched, fused
 from physid.rigs.models.tree.mjcf import read_model_file
 from physid.rigs.models.tree.model import build_model
 
@@ -41,15 +41,20 @@ class Case:
     """One MJCF tree, random states, the batched kernels and the single-state reference."""
 
     def __init__(self, name: str):
-        model = build_model(read_model_file(DATA / f"{name}.xml"))
-        tree, self.params = model.tree, model.params
+        tree, self.params, _ = single_state(name)
         self.tree = tree
         rng = np.random.default_rng(sum(map(ord, name)))
         n = tree.n_dof
         self.q = rng.uniform(-np.pi, np.pi, (N_STATES, n))
         self.qd = 2.0 * rng.normal(size=(N_STATES, n))
         self.qdd = 5.0 * rng.normal(size=(N_STATES, n))
-        self.tau = rng.normal(size=(N_STATES, n))
+        # The reference: the single-state recursions' one compiled program of
+        # test_newton_euler.py (tree_cases.single_state), there checked against MuJoCo and
+        # Pinocchio; ABA is compared at the RNEA torques of the random states (its ``tau``).
+        u = np.zeros((N_STATES, tree.n_actuators))
+        one = single_state_rows(name, self.q, self.qd, self.qdd, u)
+        self.reference = {"rnea": one["rnea"], "aba": one["aba_of_rnea"], "Y": one["Y"]}
+        self.tau = one["rnea"]
 
         def ours(params, Q, Qd, Qdd, Tau):
             return {
@@ -58,19 +63,8 @@ class Case:
                 "Y": batched.regressor_batch(tree, params, Q, Qd, Qdd),
             }
 
-        def reference(params, q, qd, qdd, tau):
-            return {
-                "rnea": newton_euler.rnea(tree, params, q, qd, qdd),
-                "aba": newton_euler.aba(tree, params, q, qd, tau),
-                "Y": newton_euler.regressor(tree, params, q, qd, qdd),
-            }
-
         args = (self.params, self.q, self.qd, self.qdd, self.tau)
         self.ours = jax.jit(ours).lower(*args).compile(compiler_options=FAST_COMPILE)(*args)
-        one = (self.params, self.q[0], self.qd[0], self.qdd[0], self.tau[0])
-        ref = jax.jit(reference).lower(*one).compile(compiler_options=FAST_COMPILE)
-        rows = [ref(self.params, *s) for s in zip(*args[1:], strict=True)]
-        self.reference = {k: np.array([r[k] for r in rows]) for k in rows[0]}
         self._fused = {}
 
     def fused(self, quantity: str, threads: int | None = None) -> np.ndarray:

@@ -7,16 +7,13 @@ joint anchor off the body origin, a spring), Furuta (Quanser Qube), cartpole (a 
 with armature) and a 7-joint arm (Panda layout, full inertias, anchors, springs, a fixed hand).
 """
 
-import jax
 import mujoco
 import numpy as np
 import pinocchio as pin
 import pytest
-from tree_cases import DATA, FAST_COMPILE, rel
+from tree_cases import DATA, rel, single_state, single_state_rows
 
-from physid.dynamics import actuators, newton_euler
-from physid.rigs.models.tree.mjcf import read_model_file
-from physid.rigs.models.tree.model import build_model
+from physid.dynamics import newton_euler
 
 MODELS = ("pendulum", "double_pendulum", "furuta", "cartpole", "arm7")
 N_STATES = 50
@@ -32,8 +29,7 @@ class Case:
 
     def __init__(self, name: str):
         path = DATA / f"{name}.xml"
-        model = build_model(read_model_file(path))
-        self.tree, self.params = model.tree, model.params
+        self.tree, self.params, _ = single_state(name)
         self.mj = mujoco.MjModel.from_xml_path(str(path))
         self.pin = pin.buildModelFromMJCF(str(path))
         rng = np.random.default_rng(sum(map(ord, name)))
@@ -43,29 +39,10 @@ class Case:
         self.qd = 2.0 * rng.normal(size=(N_STATES, n))
         self.qdd = 5.0 * rng.normal(size=(N_STATES, n))
         self.u = rng.normal(size=(N_STATES, self.tree.n_actuators))
-        tree = self.tree
-
-        def ours(params, q, qd, qdd, u):
-            tau = newton_euler.rnea(tree, params, q, qd, qdd)
-            return {
-                "rnea": tau,
-                "crba": newton_euler.crba(tree, params, q),
-                "aba_of_rnea": newton_euler.aba(tree, params, q, qd, tau),
-                "forward": actuators.forward_dynamics(tree, params, q, qd, u),
-                "Y": newton_euler.regressor(tree, params, q, qd, qdd),
-            }
-
-        # One state at a time through one compiled function: compiling the single-state
-        # program costs about half of the vmapped one, and 50 calls take milliseconds. Compiled
-        # without LLVM's optimizations (FAST_COMPILE), which cuts compile time by ~40 % and
-        # leaves float64 IEEE arithmetic unchanged (no fast-math either way).
-        args = (self.params, self.q[0], self.qd[0], self.qdd[0], self.u[0])
-        compiled = jax.jit(ours).lower(*args).compile(compiler_options=FAST_COMPILE)
-        rows = [
-            compiled(self.params, *state)
-            for state in zip(self.q, self.qd, self.qdd, self.u, strict=True)
-        ]
-        self.ours = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+        # One compiled single-state program of the recursions (tree_cases.single_state,
+        # FAST_COMPILE: compile time ~40 % less, float64 IEEE arithmetic unchanged), shared
+        # with test_batched.py's reference.
+        self.ours = single_state_rows(name, self.q, self.qd, self.qdd, self.u)
 
     def _dof_types(self):
         return [self.tree.joint_types[i] for i in self.tree.dof_bodies]
