@@ -104,8 +104,10 @@ def test_arrow_blocks_are_the_dense_jacobian():
         dyn, _, init = prob._res(Xz, z[6:], *prob._data)
         return jnp.concatenate([init, dyn.ravel()])
 
-    J = np.asarray(jax.jacfwd(stacked)(jnp.concatenate([X.ravel(), theta])))
-    r = np.asarray(stacked(jnp.concatenate([X.ravel(), theta])))
+    # Jitted (as the estimator's own linearization is): run eagerly, the residual's scans
+    # and their forward-mode derivative were dispatched op by op.
+    z = jnp.concatenate([X.ravel(), theta])
+    J, r = (np.asarray(x) for x in jax.jit(lambda z: (jax.jacfwd(stacked)(z), stacked(z)))(z))
     n0 = lin.init_r.size
     md = lin.dyn_r.shape[1]
     # Same function, forward mode both ways: equal to round-off of O(1e3) weighted entries.
