@@ -152,6 +152,5 @@ def test_batched_rnea_jvp_in_parameters_matches_central_differences():
         return jax.tree_util.tree_map(lambda x, d: x + sign * h * d, params, direction)
 
     fd = (values(shifted(1.0)) - values(shifted(-1.0))) / (2 * h)
-    print("JVP against central differences", rel(jvp, fd))
     assert float(jnp.max(jnp.abs(jvp))) > 1e-3  # the direction moves τ
     assert rel(jvp, fd) < 1e-7

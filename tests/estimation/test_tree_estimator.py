@@ -136,7 +136,6 @@ def test_dry_friction_holds_a_pendulum_exactly(pendulum_spec):
     q, _ = rollout(rig.tree, params, jnp.array([0.3]), jnp.array([0.0]), jnp.zeros((3000, 0)), H, c)
     q = np.asarray(q)[:, 0]
     tail = q[-500:]
-    print("tail's peak to peak (rad)", np.ptp(tail))
     assert np.ptp(tail) < 1e-11, np.ptp(tail)
     fc = 0.02 * 1.0 * 0.428 * pendulum.GRAVITY
     assert 0.428 * pendulum.GRAVITY * 0.092 * abs(np.sin(tail[-1])) <= fc * (1 + 1e-9)

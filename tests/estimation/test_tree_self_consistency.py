@@ -74,7 +74,6 @@ def test_simulator_data_zero_the_estimator_residual(tmp_path):
     X = np.concatenate([q, np.asarray(p)], axis=1)
     dyn, obs, _ = problem.residuals(X, theta)
     impulse = dyn / problem.dyn_weight  # back to N m s
-    print("largest impulse / momentum", np.abs(impulse).max() / np.abs(np.asarray(p)).max())
     assert np.max(np.abs(impulse)) <= 1e-9 * np.max(np.abs(np.asarray(p))), np.abs(impulse).max()
     assert np.max(np.abs(obs)) == 0.0
 
