@@ -7,6 +7,7 @@ NLP's values with its linearized std and with the parametric bootstrap's.
 
     python benchmarks/bench_drop_coverage.py [--case sliding|no-slip] [--seeds 20]
         [--first-seed 0] [--draws 20] [--truth-rate 240000] [--jsonl rows.jsonl]
+        [--probes fine,path,irc1200,fine-noisy] [--warm-probes]
     python benchmarks/bench_drop_coverage.py --load rows.jsonl [--load more.jsonl]
 
 The issue asks 60-76 % within 1 std and at least 95 % within 2 std per class. Also prints
@@ -68,6 +69,7 @@ def print_table(rows: list[dict]) -> None:
             fixed = np.array([r["values_corrected"][key] - r["truth"][key] for r in rows])
             print(f"  bias-corrected: error mean {fixed.mean() * unit:+.3g}, spread "
                   f"{fixed.std(ddof=1) * unit:.3g}")  # fmt: skip
+    print_probes(rows)
     competing = [r["seed"] for r in rows if r.get("basins")]
     print(f"fits with a competing basin (2 x objective difference < 5.99): {competing}")
     med = {k: float(np.median([r[k] for r in rows])) for k in ("fit_wall_s", "fit_cpu_s")}
@@ -87,12 +89,38 @@ def print_table(rows: list[dict]) -> None:
     print(f"refits failed: {failed} of {sum(r['draws'] for r in rows)}")
 
 
+def print_probes(rows: list[dict]) -> None:
+    """The model-error probes' errors (``--probes``: fits of IRC runs at the fitted values,
+    less the fit's values) and, for each, mu's coverage with the linearized std widened by
+    the probe's |error| in quadrature (the noise-free "fine" one is the drop path's
+    allowance, ``drop_checks.model_error_allowance``)."""
+    names = sorted({n for r in rows for n in r.get("model_error", {})})
+    for name in names:
+        have = [r for r in rows if name in r.get("model_error", {})]
+        line = f"probe {name} ({len(have)} datasets):"
+        for key, unit in (("J_over_m", 1e6), ("mu", 1.0)):
+            d = np.array([r["model_error"][name]["cold_bias"][key] for r in have])
+            err = np.array([r["values"][key] - r["truth"][key] for r in have])
+            lin = np.array([r["std_linearized"][key] or np.inf for r in have])
+            z = np.abs(err / np.hypot(lin, d))
+            line += (f" {key} error mean {d.mean() * unit:+.3g} (sd {d.std(ddof=1) * unit:.3g}, "
+                     f"r with the fit's {np.corrcoef(d, err)[0, 1]:+.2f}), linearized (+) |probe| "
+                     f"{np.mean(z <= 1):.0%} / {np.mean(z <= 2):.0%};")  # fmt: skip
+        cpu = np.median([r["model_error"][name]["cold_cpu_s"] for r in have])
+        print(line + f" {cpu:.1f} s CPU (median)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=("sliding", "no-slip"), default="sliding")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--draws", type=int, default=20, help="bootstrap refits (0: none)")
+    parser.add_argument("--probes", default="", help="comma-separated IRC free runs at the "
+                        "fitted values to fit noise-free (drop_coverage.PROBES: path, "
+                        "irc1200, fine): the NLP's model error against IRC")  # fmt: skip
+    parser.add_argument("--warm-probes", action="store_true", help="also refit the probes "
+                        "from the fit's solution")  # fmt: skip
     parser.add_argument("--truth-rate", type=float, help="IRC steps per s of the truth "
                         "(default: the spec's 1200, the paper's)")  # fmt: skip
     parser.add_argument("--jsonl", help="append each seed's row to this file as it is done")
@@ -107,6 +135,8 @@ def main() -> None:
         print_table(rows)
         return
     case = replace(SLIDING if args.case == "sliding" else NO_SLIP, draws=args.draws,
+                   probes=tuple(p for p in args.probes.split(",") if p),
+                   warm_probes=args.warm_probes,
                    truth_h=1.0 / args.truth_rate if args.truth_rate else None)  # fmt: skip
     print(f"case {args.case}: {case}; load average {os.getloadavg()}")
     start = time.perf_counter()

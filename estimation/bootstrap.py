@@ -180,6 +180,25 @@ def parametric_bootstrap(
     )
 
 
+def _contact_refitter(fit: ContactFit):
+    """(refit function y -> (J/m m^2, mu), success, iterations; bounds [2, 2] of J/m and mu)
+    of warm-started refits of ``fit``'s NLP (``ipopt_contact.warm_refit_solver``). A refit
+    counts when IPOPT passed a convergence test (its own or the parameter-settling one) and
+    J/m is not on its bound."""
+    warm = warm_refit_solver(fit.problem)
+    lo, hi = warm.lbx[0], warm.ubx[0]
+    a2 = fit.j_over_m / float(fit.x[0])  # J/m = r_hat a^2
+
+    def one(y: np.ndarray) -> tuple[np.ndarray, bool, int]:
+        sol = refit(warm, fit, y)
+        r_hat = float(sol["parts"]["r_hat"])
+        inside = lo * (1 + 1e-6) < r_hat < hi * (1 - 1e-6)
+        return np.array([r_hat * a2, float(sol["parts"]["mu"])]), sol["success"] and inside, \
+            sol["iterations"]  # fmt: skip
+
+    return one, np.array([[lo * a2, hi * a2], [warm.lbx[1], warm.ubx[1]]])
+
+
 def contact_bootstrap(
     fit: ContactFit,
     sigma: np.ndarray,
@@ -196,21 +215,31 @@ def contact_bootstrap(
     rad) times ``noise_scale`` (the residuals' excess over the stated noise, sqrt(s^2),
     where it exceeds 1). A refit counts when IPOPT passed a convergence test (its own or
     the parameter-settling one) and J/m is not on its bound."""
-    warm = warm_refit_solver(fit.problem)
-    lo, hi = warm.lbx[0], warm.ubx[0]
-    a2 = fit.j_over_m / float(fit.x[0])  # J/m = r_hat a^2
-
-    def one(y: np.ndarray) -> tuple[np.ndarray, bool, int]:
-        sol = refit(warm, fit, y)
-        r_hat = float(sol["parts"]["r_hat"])
-        inside = lo * (1 + 1e-6) < r_hat < hi * (1 - 1e-6)
-        return np.array([r_hat * a2, float(sol["parts"]["mu"])]), sol["success"] and inside, \
-            sol["iterations"]  # fmt: skip
-
+    one, bounds = _contact_refitter(fit)
     mean = fit.q[fit.frame_index]
     noise = np.asarray(sigma, float) * max(float(noise_scale), 1.0)
-    bounds = [[lo * a2, hi * a2], [warm.lbx[1], warm.ubx[1]]]
     return parametric_bootstrap(
         mean, noise, one, ("J_over_m", "mu"), draws, seed, progress,
         center=[fit.j_over_m, fit.mu], bounds=bounds,
     )  # fmt: skip
+
+
+def model_error_probe(fit: ContactFit, frames: np.ndarray) -> dict:
+    """One noise-free refit of the NLP (warm-started from ``fit``) to ``frames`` [n, 3],
+    the IRC model's free run at the fitted values (``drop_checks.irc_frames``): its J/m
+    (m^2) and mu less the fitted ones estimate the NLP's model error against IRC at the
+    fit, which refits of the NLP's own prediction cannot see — where the run stays near
+    the fit's trajectory: on the Section 6.1 throw it leaves it at the first impact and the
+    warm refit mostly fails (docs/validation.md, "The NLP's std"). Returns {values [2], bias
+    [2] (NaN where the refit failed), success, iterations, cpu_s}."""
+    c0 = time.process_time()
+    one, _ = _contact_refitter(fit)
+    values, ok, iterations = one(np.asarray(frames, float))
+    bias = values - np.array([fit.j_over_m, fit.mu]) if ok else np.full(2, np.nan)
+    return {
+        "values": values,
+        "bias": bias,
+        "success": bool(ok),
+        "iterations": int(iterations),
+        "cpu_s": time.process_time() - c0,
+    }

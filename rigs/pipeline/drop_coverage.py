@@ -13,13 +13,19 @@ held where nothing slides), with the true noise as the stated noise. Then:
 - **reported** (``values_reported``, ``std_reported``): ``ellipse_drop.reported_values``,
   the function the drop path's ``build_estimate`` calls: the output-error refinement
   (``drop_checks.output_error``) where its free run follows the frames, else the NLP's
-  values with the linearized std, and the frames' restitution; ``*_reported_bootstrap``
+  values with the linearized std (mu's widened by the NLP's model error,
+  ``model_error_allowance``), and the frames' restitution; ``*_reported_bootstrap``
   the same under ``[method] covariance = "bootstrap"``; ``output_error`` its s^2 and
   whether it was kept.
 - the NLP's J/m and mu with the linearized std and (``draws`` > 0) the bootstrap's, as
   fitted and bias-corrected; restitution the frames' estimate (``drop_checks.restitution``,
   the NLP has none) with its own std, and its bootstrap applies that estimator to the same
   re-noised copies of the fit's prediction.
+
+With ``DropCase.probes``, IRC runs at each fit's values (``drop_checks.irc_frames``) are
+fitted as the drop path fits data (``model_error_rows``): the NLP's model error against
+IRC, noise-free, or its whole error with noise ("fine-noisy"); the noise-free "fine" one is
+what the drop path's ``model_error_allowance`` computes.
 
 Used by ``benchmarks/bench_drop_coverage.py`` (prints the tables) and the slow test
 ``tests/estimation/test_drop_coverage.py``; no file I/O.
@@ -39,7 +45,11 @@ from rich.console import Console
 
 from physid.dynamics.planar_contact import simulate as simulate_irc
 from physid.dynamics.planar_contact_scan import rollout
-from physid.estimation.bootstrap import contact_bootstrap, parametric_bootstrap
+from physid.estimation.bootstrap import (
+    contact_bootstrap,
+    model_error_probe,
+    parametric_bootstrap,
+)
 from physid.rigs.models import drop_checks
 from physid.rigs.models.ellipse_drop import (
     _sim_vector,
@@ -65,7 +75,9 @@ class DropCase:
     numbers need none where the output error is accepted) and ``truth_h`` (s): the IRC
     step of the truth, as sub-steps of the spec's 1/1200 s grid (None: that grid itself,
     the paper's Section 6.1 simulation; IRC there is far from its converged motion,
-    docs/validation.md)."""
+    docs/validation.md); ``probes``: names of ``PROBES`` whose noise-free IRC runs at the
+    fitted values are fitted per dataset (``model_error_rows``; ``warm_probes``: also
+    refitted warm)."""
 
     mu: float = 0.3
     fps: float = 120.0
@@ -73,6 +85,8 @@ class DropCase:
     noise: float = 1e-3
     draws: int = 20
     truth_h: float | None = None
+    probes: tuple[str, ...] = ()
+    warm_probes: bool = False
 
 
 SLIDING = DropCase(mu=0.3)  # the first impact slides: mu identified
@@ -168,6 +182,7 @@ def run_drop_case(
                 "wall_s": oe_s[0],
                 "cpu_s": oe_s[1],
             },
+            "model_error_allowance": rep.allowance,
             "objective": drop_checks.objective_point(fit, settings)["objective"],
             "chi2": fit.cost_fit,
             "gamma": fit.cost_gamma,
@@ -179,6 +194,9 @@ def run_drop_case(
             "fit_wall_s": fit_s[0],
             "fit_cpu_s": fit_s[1],
         }
+        if case.probes:
+            row |= model_error_rows(fit, rep, geometry, settings, sigma, case.probes,
+                                    case.warm_probes, seed)  # fmt: skip
         if case.draws > 0:
             data = (t_m, q_m, geometry, settings, found, starts)
             row |= _bootstrap_rows(fit, cov, rep, data, sigma, case.draws, seed, mu_known)
@@ -188,6 +206,73 @@ def run_drop_case(
         if progress is not None:
             progress(_summary(row))
     return rows
+
+
+# The IRC runs of the model-error probes: name -> (sub-step s, grid s or None for the fit's
+# own). "path": the drop path's prediction sub-step for the frames' noise
+# (``drop_checks.substep_for``: 333 us at 1 mm); "irc1200": the Section 6.1 truth's own
+# 1/1200 s step (not known to the drop path: a diagnosis); "fine": 1/24000 s, near IRC's
+# converged motion (docs/validation.md).
+# "fine-noisy", "fine-noisy2" ... "fine-noisy8": the "fine" run with noise of the frames'
+# std added (its own generator, seeded from the dataset's seed + k 10^6 for the k-th),
+# fitted once each: draws of the estimator's whole error (model error, bias and spread
+# under noise) on a throw like this one, an IRC-based bootstrap with cold refits.
+PROBES = {
+    "path": (None, None),
+    "irc1200": (1.0 / 1200, 1.0 / 1200),
+    "fine": (1.0 / 24000, None),
+    "fine-noisy": (1.0 / 24000, None),
+    **{f"fine-noisy{k}": (1.0 / 24000, None) for k in range(2, 9)},
+}
+
+
+def model_error_rows(fit, rep, geometry, settings, sigma, probes, warm: bool = False,
+                     seed: int = 0) -> dict:  # fmt: skip
+    """The NLP's model error against IRC at its fitted values: per named ``PROBES`` IRC run
+    (from the NLP's first state, with the fit's J/m and mu and the frames' restitution;
+    ``drop_checks.irc_frames``), the noise-free frames fitted cold as the drop path fits
+    data (``drop_checks.fit_multistart``: its J/m and mu less the fit's) and, with
+    ``warm``, refitted from the fit's solution (``bootstrap.model_error_probe``); the run's
+    RMS distance from the fit's prediction (noise std; theta over the first third of the
+    frames alone). {} where the frames give no restitution."""
+    eps = rep.eps["value"]
+    if eps is None:
+        return {}
+    values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": eps}
+    own = fit.q[fit.frame_index]
+    t_m = fit.t[fit.frame_index]
+    out = {}
+    for name in probes:
+        sub, h = PROBES[name]
+        sub = drop_checks.substep_for(settings.sigma_pos) if sub is None else sub
+        frames = drop_checks.irc_frames(fit, geometry, values, sub, h)
+        if "-noisy" in name:
+            k = int(name.split("-noisy")[1] or 1)
+            rng = np.random.default_rng(seed + k * 10**6)
+            frames = frames + rng.standard_normal(frames.shape) * sigma
+        c0 = time.process_time()
+        seen = drop_checks.impact_consistency(
+            t_m, frames, geometry, *drop_checks.frame_noise(frames)
+        )
+        cold, _ = drop_checks.fit_multistart(t_m, frames, geometry, settings, seen)
+        out[name] = {
+            "rms_from_fit": float(np.sqrt(np.mean(((frames - own) / sigma) ** 2))),
+            "rms_theta_first_third": float(
+                np.sqrt(np.mean(((frames - own)[: len(own) // 3, 2] / sigma[2]) ** 2))
+            ),
+            "cold_bias": {"J_over_m": cold.j_over_m - fit.j_over_m, "mu": cold.mu - fit.mu},
+            "cold_status": cold.status,
+            "cold_cpu_s": time.process_time() - c0,
+        }
+        if warm:
+            probe = model_error_probe(fit, frames)
+            out[name] |= {
+                "bias": dict(zip(("J_over_m", "mu"), map(finite, probe["bias"]), strict=True)),
+                "success": probe["success"],
+                "iterations": probe["iterations"],
+                "cpu_s": probe["cpu_s"],
+            }
+    return {"model_error": out}
 
 
 def finite(v, keep=True):

@@ -25,7 +25,13 @@ import pytest
 
 from physid.rigs.models import drop_checks
 from physid.rigs.models.drop_checks import BASIN_CHI2
-from physid.rigs.pipeline.drop_coverage import SLIDING, drop_coverage, run_drop_case, throw
+from physid.rigs.pipeline.drop_coverage import (
+    SLIDING,
+    DropCase,
+    drop_coverage,
+    run_drop_case,
+    throw,
+)
 
 SEEDS = range(20)
 
@@ -149,16 +155,23 @@ def test_the_study_reports_what_the_drop_path_reports(rows):
     # ``reported_values`` is the rule ``ellipse_drop.build_estimate`` applies: where the
     # output error is not kept, the NLP's values stand with the linearized std (default)
     # or the bias-corrected bootstrap (covariance = "bootstrap"); restitution is the
-    # frames' own estimate either way. (No competing basin widens a std here: above.)
+    # frames' own estimate either way. With the linearized std, mu's is widened in
+    # quadrature by the NLP's model error (drop_checks.model_error_allowance). (No
+    # competing basin widens a std here: above.)
     for r in rows:
         accepted = r["output_error"]["accepted"]
         assert r["reported_source"] == ("output error" if accepted else "linearized")
         if accepted:
             continue
         assert r["reported_source_bootstrap"] == "bootstrap"
+        allowance = r["model_error_allowance"]
+        assert allowance is not None and 0.0 <= allowance["mu"] < 0.01, allowance
+        linearized = r["std_linearized"] | {
+            "mu": float(np.hypot(r["std_linearized"]["mu"], allowance["mu"]))
+        }
         for name in ("J_over_m", "mu", "restitution"):
             assert r["values_reported"][name] == r["values"][name]
-            assert r["std_reported"][name] == pytest.approx(r["std_linearized"][name])
+            assert r["std_reported"][name] == pytest.approx(linearized[name])
         for name in ("J_over_m", "mu"):
             assert r["values_reported_bootstrap"][name] == r["values_corrected"][name]
             assert r["std_reported_bootstrap"][name] == pytest.approx(
@@ -191,17 +204,13 @@ def test_the_output_error_refinement_is_kept_on_the_throw(rows):
         # spread of 5.1 mm^2 and a bias of -6.1 mm^2), which ranges from 2.8 mm^2 to 6.7 m^2
         # over the datasets (test_bootstrap_std_is_stable...: no confidence interval)
         "J/m (inertia)",
-        pytest.param(
-            "mu (friction)",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the reported mu is the NLP's (the output error is not kept) with the "
-                "linearized std: 55 / 85 % within 1 / 2 std, median |z| 0.91. Bias: +0.0048, "
-                "1.2 times the spread over the datasets (0.0039); with the mean error "
-                "removed 90 / 100 %. A noise-free fit is +0.0013 off (the NLP's model error "
-                "against IRC), the rest is the estimator's bias under noise.",
-            ),
-        ),
+        # the reported mu is the NLP's (the output error is not kept) with the linearized
+        # std widened by the NLP's model error (drop_checks.model_error_allowance). Its
+        # error is biased (+0.0052 over 50 draws, 1.5 times its spread), which the
+        # linearized std alone does not cover: 50 / 95 % on seeds 0-19 (Intel Xeon; 55 / 85
+        # % on the AMD EPYC of the first study), 58 / 96 % over seeds 0-49; with the
+        # allowance 65 / 95 % and 64 / 98 % (docs/validation.md, "The NLP's std").
+        "mu (friction)",
         pytest.param(
             "restitution",
             marks=pytest.mark.xfail(
@@ -218,3 +227,89 @@ def test_reported_std_is_in_the_issues_band(rows, cls):
     c = drop_coverage(rows)["reported"][cls]
     assert c["n"] == 20 and c["flagged"] == 0, c
     assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, c
+
+
+def _state_only_fit(q0, v0, own: float, t_frames):
+    """A ``ContactFit`` holding only a first state (q0, v0 the mean velocity over a step
+    of ``own`` s, the NLP's convention) on a grid of ``own`` s with the frames ``t_frames``
+    on its nodes: what ``drop_checks.irc_frames`` reads of a fit."""
+    from physid.estimation.ipopt_contact import ContactFit
+
+    n = int(round(t_frames[-1] / own))
+    t = np.arange(n + 1) * own
+    q, v = np.zeros((n + 1, 3)), np.zeros((n + 1, 3))
+    q[0], v[0] = q0, v0
+    z = np.zeros(n)
+    index = np.rint(np.asarray(t_frames) / own).astype(int)
+    return ContactFit(0.0, 0.0, t, q, v, z, z, z, z, index, 0.0, 0.0, 0, True, "", 0.0)
+
+
+def test_irc_frames_from_the_truths_state_reproduce_the_truths_frames():
+    # The Section 6.1 truth is IRC at 1/1200 s from (q0, v0) (``throw``, the compiled
+    # roll-out); irc_frames from the same state and values on that grid must give the same
+    # frames, whether the state is held on that grid or on a grid half as long (where the
+    # NLP's mean velocity over its step, v(t0) + g own / 2 upwards, differs by g h / 4:
+    # 2 mm/s, which is 0.8 mm after 0.4 s, so a wrong sign of the conversion fails the
+    # 1e-6 m tolerance by far). Round-off only: IRC is sensitive to its state at impacts,
+    # but not at the 1e-16 level over 48 frames (measured max difference 0 and 1e-12 m).
+    from physid.dynamics.planar_contact import GRAVITY
+    from physid.rigs.models.ellipse_drop import _sim_vector
+
+    case = DropCase(truth_h=1.0 / 1200)
+    spec, geometry, t_m, q_true, truth = throw(case)
+    q0, v0 = _sim_vector(spec, "q0"), _sim_vector(spec, "v0")
+    values = truth | {"restitution": truth["restitution"]}
+    h = 1.0 / 1200
+    same = _state_only_fit(q0, v0, h, t_m)
+    np.testing.assert_allclose(drop_checks.irc_frames(same, geometry, values, h), q_true,
+                               rtol=0, atol=1e-9)  # fmt: skip
+    own = h / 2
+    half = _state_only_fit(q0, v0 - np.array([0.0, GRAVITY, 0.0]) * (h - own) / 2, own, t_m)
+    np.testing.assert_allclose(drop_checks.irc_frames(half, geometry, values, h, h), q_true,
+                               rtol=0, atol=1e-6)  # fmt: skip
+
+
+def test_the_model_error_key_is_a_flag_and_on_by_default():
+    from dataclasses import replace
+
+    from physid.errors import InputError
+    from physid.rigs.models.ellipse_drop import covariance_choice
+    from physid.spec import load_spec
+
+    base = load_spec("ellipse_drop")
+    assert covariance_choice(base).model_error is True
+    off = replace(base, method={**base.method, "model_error": False})
+    assert covariance_choice(off).model_error is False
+    with pytest.raises(InputError, match="method.model_error"):
+        covariance_choice(replace(base, method={**base.method, "model_error": "yes"}))
+
+
+@pytest.mark.slow
+def test_the_model_error_allowance_widens_only_mus_linearized_std():
+    # One noise draw of the mu = 0.3 throw (seed 1; the output error is not kept there):
+    # the drop path's std of mu is the linearized one and the allowance in quadrature, the
+    # allowance the |error| of a noise-free fit of IRC's own run at the fitted values
+    # (over 100 draws 0.00002-0.005, median 0.0016-0.0021: 0.01 is twice the largest). On
+    # seed 1 the linearized std is 0.0026 for an error of +0.0034 and the allowance 0.0035
+    # (measured): the std grows by 1.7x; J/m and restitution keep theirs, and
+    # model_error = false gives the linearized std.
+    from physid.rigs.models.ellipse_drop import _solve, ipopt_settings, reported_values
+    from physid.rigs.pipeline.drop_coverage import QUIET
+
+    spec, geometry, t_m, q_true, _ = throw(SLIDING)
+    q_m = q_true + np.random.default_rng(1).standard_normal(q_true.shape) * SLIDING.noise
+    settings = ipopt_settings(spec, (SLIDING.noise, SLIDING.noise))
+    found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
+    fit, _, cov, starts = _solve("seed 1", t_m, q_m, geometry, settings, found, QUIET)
+    args = (fit, t_m, q_m, geometry, settings, cov, found, starts)
+    plain = reported_values(*args, model_error=False)
+    assert not plain.accepted and plain.allowance is None
+    widened = reported_values(*args, oe=plain.oe)
+    allowance = widened.allowance
+    assert allowance is not None and 0.001 < allowance["mu"] < 0.01, allowance
+    assert allowance["substep_s"] == pytest.approx(1.0 / 24000)
+    assert widened.std["mu"] == pytest.approx(np.hypot(plain.std["mu"], allowance["mu"]))
+    assert widened.std["mu"] > 1.3 * plain.std["mu"]
+    for name in ("J_over_m", "restitution"):
+        assert widened.std[name] == plain.std[name]
+    assert widened.values == plain.values
