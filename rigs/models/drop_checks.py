@@ -800,11 +800,12 @@ def model_error_allowance(fit, geometry, settings, values: dict) -> dict | None:
     """The size of the NLP's (27) model error against rigid contact at the identified
     values, for the std where the NLP's values are reported: the IRC model run free with
     ``values`` (J_over_m m², mu, restitution) from the NLP's first state, near its
-    converged motion (sub-steps of at most ``ALLOWANCE_SUBSTEP_H``, finer where the frames'
-    noise asks, ``substep_for``), read at the frames without noise and fitted as the drop
-    path fits data (:func:`fit_multistart`). Its J/m and mu less ``values``' are the
-    errors of a fit with no noise: {J_over_m, mu (their absolute values), substep_s,
-    status, cpu_s}; None where that fit converged to no test or ended on J/m's bound.
+    converged motion (sub-steps of at most ``ALLOWANCE_SUBSTEP_H``, finer where the
+    frames' noise and the fit's speeds ask, ``substep_for``), read at the frames without
+    noise and fitted as the drop path fits data (:func:`fit_multistart`). Its J/m and mu
+    less ``values``' are the errors of a fit with no noise: {J_over_m, mu (their absolute
+    values), substep_s, status, cpu_s}; None where that fit converged to no test or ended
+    on J/m's bound.
 
     Why: where the output error is not kept, the NLP's values carry its model error (a
     ~1 ms grid and penalized complementarity against IRC's impulses), which its linearized
@@ -817,7 +818,8 @@ def model_error_allowance(fit, geometry, settings, values: dict) -> dict | None:
 
     c0 = time.process_time()
     t_m = fit.t[fit.frame_index]
-    sub = min(ALLOWANCE_SUBSTEP_H, substep_for(settings.sigma_pos))
+    speed = fastest_point_speed(fit, geometry)
+    sub = min(ALLOWANCE_SUBSTEP_H, substep_for(settings.sigma_pos, speed))
     frames = irc_frames(fit, geometry, values, sub)
     seen = impact_consistency(t_m, frames, geometry, *frame_noise(frames))
     clean, _ = fit_multistart(t_m, frames, geometry, settings, seen)

@@ -209,8 +209,9 @@ def run_drop_case(
 
 
 # The IRC runs of the model-error probes: name -> (sub-step s, grid s or None for the fit's
-# own). "path": the drop path's prediction sub-step for the frames' noise
-# (``drop_checks.substep_for``: 333 us at 1 mm); "irc1200": the Section 6.1 truth's own
+# own). "path": the drop path's prediction sub-step for the frames' noise and the fit's
+# speeds (``drop_checks.substep_for``: ~67 us at 1 mm on the Section 6.1 throw; 333 us,
+# the 1 m/s step, in the study of docs/validation.md); "irc1200": the Section 6.1 truth's own
 # 1/1200 s step (not known to the drop path: a diagnosis); "fine": 1/24000 s, near IRC's
 # converged motion (docs/validation.md).
 # "fine-noisy", "fine-noisy2" ... "fine-noisy8": the "fine" run with noise of the frames'
@@ -244,7 +245,9 @@ def model_error_rows(fit, rep, geometry, settings, sigma, probes, warm: bool = F
     out = {}
     for name in probes:
         sub, h = PROBES[name]
-        sub = drop_checks.substep_for(settings.sigma_pos) if sub is None else sub
+        if sub is None:
+            speed = drop_checks.fastest_point_speed(fit, geometry)
+            sub = drop_checks.substep_for(settings.sigma_pos, speed)
         frames = drop_checks.irc_frames(fit, geometry, values, sub, h)
         if "-noisy" in name:
             k = int(name.split("-noisy")[1] or 1)
