@@ -156,8 +156,10 @@ def test_the_study_reports_what_the_drop_path_reports(rows):
     # output error is not kept, the NLP's values stand with the linearized std (default)
     # or the bias-corrected bootstrap (covariance = "bootstrap"); restitution is the
     # frames' own estimate either way. With the linearized std, mu's is widened in
-    # quadrature by the NLP's model error (drop_checks.model_error_allowance). (No
-    # competing basin widens a std here: above.)
+    # quadrature by the NLP's model error (drop_checks.model_error_allowance). A competing
+    # basin widens J/m's and mu's std further (drop_checks.basin_spread): on the Intel Xeon
+    # of 2026-11-26 seeds 12 and 15 had one (1.005 and 1.03 std away), on the AMD EPYC of
+    # the first study none.
     for r in rows:
         accepted = r["output_error"]["accepted"]
         assert r["reported_source"] == ("output error" if accepted else "linearized")
@@ -171,7 +173,10 @@ def test_the_study_reports_what_the_drop_path_reports(rows):
         }
         for name in ("J_over_m", "mu", "restitution"):
             assert r["values_reported"][name] == r["values"][name]
-            assert r["std_reported"][name] == pytest.approx(linearized[name])
+            if r["basins"] and name != "restitution":
+                assert r["std_reported"][name] > linearized[name]
+            else:
+                assert r["std_reported"][name] == pytest.approx(linearized[name])
         for name in ("J_over_m", "mu"):
             assert r["values_reported_bootstrap"][name] == r["values_corrected"][name]
             assert r["std_reported_bootstrap"][name] == pytest.approx(
