@@ -72,11 +72,11 @@ class LibraryLog(logging.Handler):
         self.path = Path(path)
 
     def _show_warning(self, message, category, filename, lineno, file=None, line=None):
-        if category.__module__.startswith("physid"):
+        logged = library_warning_line(message, category, filename, lineno, line)
+        if logged is None:
             self.console.print(f"warning: {message}", markup=False, highlight=False)
             return
-        text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
-        self.lines.append(f"{time.strftime('%Y-%m-%d %H:%M:%S')} py.warnings WARNING: {text}")
+        self.lines.append(logged)
 
     def flush_to_file(self) -> Path | None:
         """Append the collected lines to the log file; its path, or None if nothing came."""
@@ -91,6 +91,18 @@ class LibraryLog(logging.Handler):
             return None
         self.lines = []
         return path
+
+
+def library_warning_line(
+    message, category, filename, lineno, line=None, where: str = ""
+) -> str | None:
+    """The log-file line of another library's warning (``warnings.showwarning``'s
+    arguments; ``where`` e.g. " (worker 123)" after the level), or None for physid's own
+    warnings, which belong on the terminal."""
+    if category.__module__.startswith("physid"):
+        return None
+    text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S')} py.warnings WARNING{where}: {text}"
 
 
 def parameter_table(estimate, title: str | None = None) -> Table:

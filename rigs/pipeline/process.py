@@ -38,6 +38,7 @@ from rich.text import Text
 from physid.estimation.estimate import write_json_atomic
 from physid.estimation.report import write_index
 from physid.files import naming
+from physid.rigs.cli_output import library_warning_line
 from physid.rigs.pipeline import cluster
 from physid.rigs.pipeline.experiments import Experiment, discover
 from physid.rigs.pipeline.outputs import run_lock
@@ -320,14 +321,15 @@ class WarningsToLog(WorkerPlugin):
 
 def _warning_to_file(path: str, message, category, filename, lineno, file=None, line=None):
     """``warnings.showwarning`` of a worker: see ``WarningsToLog``."""
-    if category.__module__.startswith("physid"):
+    logged = library_warning_line(
+        message, category, filename, lineno, line, where=f" (worker {os.getpid()})"
+    )
+    if logged is None:
         print(f"warning: {message}", file=sys.stderr)
         return
-    text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{stamp} py.warnings WARNING (worker {os.getpid()}): {text}\n")
+            fh.write(logged + "\n")
     except OSError:
         pass  # a full disk loses the warning, not the experiment
 
