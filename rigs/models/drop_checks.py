@@ -27,6 +27,7 @@ fit's prediction by the IRC simulator.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -790,6 +791,15 @@ def irc_frames(fit, geometry, values: dict, substep_h: float, h: float | None = 
     return np.asarray(q)[0][index]
 
 
+def fit_frames(t_m, frames, geometry, settings):
+    """The NLP's fit of ``frames`` [n, 3] at ``t_m`` (s) as the drop path fits data: the
+    impacts they resolve at their own noise (:func:`impact_consistency`,
+    :func:`frame_noise`), then :func:`fit_multistart`. For fits of simulated frames (the
+    model-error allowance, the coverage study's probes)."""
+    seen = impact_consistency(t_m, frames, geometry, *frame_noise(frames))
+    return fit_multistart(t_m, frames, geometry, settings, seen)[0]
+
+
 # s, the longest IRC sub-step of the model-error allowance's run: on the Section 6.1 throw
 # IRC at 1/24000 s and 1/240000 s agree to 3.1 noise std RMS over 0.4 s (at 1/1200-1/4800 s
 # the motion leaves them at the first impact), and it sinks ~0.2 mm at 5 m/s impacts.
@@ -814,15 +824,11 @@ def model_error_allowance(fit, geometry, settings, values: dict) -> dict | None:
     one, not this one's: over 50 noise draws of the Section 6.1 throw they do not correlate
     with the fit's own errors (r = +0.12 for mu), so they widen the std (in quadrature)
     rather than correct the value (docs/validation.md, "The NLP's std")."""
-    import time
-
     c0 = time.process_time()
     t_m = fit.t[fit.frame_index]
     speed = fastest_point_speed(fit, geometry)
     sub = min(ALLOWANCE_SUBSTEP_H, substep_for(settings.sigma_pos, speed))
-    frames = irc_frames(fit, geometry, values, sub)
-    seen = impact_consistency(t_m, frames, geometry, *frame_noise(frames))
-    clean, _ = fit_multistart(t_m, frames, geometry, settings, seen)
+    clean = fit_frames(t_m, irc_frames(fit, geometry, values, sub), geometry, settings)
     lo, hi = settings.j_over_m_bounds
     on_bound = bound_flags([clean.j_over_m], [lo], [hi], [settings.j_over_m_initial])[0] != ""
     if on_bound or not ipopt_status(clean).converged:

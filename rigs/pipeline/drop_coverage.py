@@ -232,7 +232,7 @@ def model_error_rows(fit, rep, geometry, settings, sigma, probes, warm: bool = F
     """The NLP's model error against IRC at its fitted values: per named ``PROBES`` IRC run
     (from the NLP's first state, with the fit's J/m and mu and the frames' restitution;
     ``drop_checks.irc_frames``), the noise-free frames fitted cold as the drop path fits
-    data (``drop_checks.fit_multistart``: its J/m and mu less the fit's) and, with
+    data (``drop_checks.fit_frames``: its J/m and mu less the fit's) and, with
     ``warm``, refitted from the fit's solution (``bootstrap.model_error_probe``); the run's
     RMS distance from the fit's prediction (noise std; theta over the first third of the
     frames alone). {} where the frames give no restitution."""
@@ -254,10 +254,7 @@ def model_error_rows(fit, rep, geometry, settings, sigma, probes, warm: bool = F
             rng = np.random.default_rng(seed + k * 10**6)
             frames = frames + rng.standard_normal(frames.shape) * sigma
         c0 = time.process_time()
-        seen = drop_checks.impact_consistency(
-            t_m, frames, geometry, *drop_checks.frame_noise(frames)
-        )
-        cold, _ = drop_checks.fit_multistart(t_m, frames, geometry, settings, seen)
+        cold = drop_checks.fit_frames(t_m, frames, geometry, settings)
         out[name] = {
             "rms_from_fit": float(np.sqrt(np.mean(((frames - own) / sigma) ** 2))),
             "rms_theta_first_third": float(

@@ -263,7 +263,7 @@ def test_irc_frames_from_the_truths_state_reproduce_the_truths_frames():
     case = DropCase(truth_h=1.0 / 1200)
     spec, geometry, t_m, q_true, truth = throw(case)
     q0, v0 = _sim_vector(spec, "q0"), _sim_vector(spec, "v0")
-    values = truth | {"restitution": truth["restitution"]}
+    values = truth
     h = 1.0 / 1200
     same = _state_only_fit(q0, v0, h, t_m)
     np.testing.assert_allclose(drop_checks.irc_frames(same, geometry, values, h), q_true,
