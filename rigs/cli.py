@@ -246,16 +246,17 @@ def identify(
     console.print(f"[green]wrote[/green] {Path(out) / 'report.html'}")
     why = untrusted(summary)
     if why is not None:
-        console.print(
-            error_line(
-                "not trusted",
-                f"the fit's verdict is {why!r}: read the report's verdict before using these "
-                f"numbers (exit status {EXIT_UNTRUSTED})",
-                "red",
-            ),
-            soft_wrap=True,
-        )
+        _say_untrusted(f"the fit's verdict is {why!r}: read the report's verdict", EXIT_UNTRUSTED)
         raise typer.Exit(EXIT_UNTRUSTED)
+
+
+def _say_untrusted(what: str, status: int) -> None:
+    """The red line of a run whose reports are written but not to be trusted."""
+    console.print(
+        error_line("not trusted", f"{what} before using these numbers (exit status {status})",
+                   "red"),
+        soft_wrap=True,
+    )  # fmt: skip
 
 
 def _load_model(rig: str) -> None:
@@ -334,16 +335,8 @@ def process(
     summaries = load_index(out)
     status = exit_status(summaries)
     if status == EXIT_UNTRUSTED:
-        doubtful = [f"{s['experiment']} ({untrusted(s)})" for s in summaries if untrusted(s)]
-        console.print(
-            error_line(
-                "not trusted",
-                f"{', '.join(doubtful)}: read their reports' verdicts before using these "
-                f"numbers (exit status {EXIT_UNTRUSTED})",
-                "red",
-            ),
-            soft_wrap=True,
-        )
+        doubtful = [f"{s['experiment']} ({why})" for s in summaries if (why := untrusted(s))]
+        _say_untrusted(f"{', '.join(doubtful)}: read their reports' verdicts", EXIT_UNTRUSTED)
     if status:
         raise typer.Exit(status)
 
