@@ -1,9 +1,10 @@
 """Coverage of the ellipse drop's std (issue 24): the Section 6.1 throw (0.4 s at 120 fps,
 IRC truth) identified from independent noise draws (1 mm, 1 mrad), and the fraction of
 errors within 1 and 2 std per parameter class: for what the drop path reports (the
-output-error fit where accepted, else the NLP's values with the linearized std, or with
-the bias-corrected bootstrap under ``[method] covariance = "bootstrap"``), and for the
-NLP's values with its linearized std and with the parametric bootstrap's.
+output-error fit where accepted, else the NLP's values corrected by the parametric
+bootstrap, the default, or with the linearized std under ``[method] covariance =
+"linearized"``), and for the NLP's values with its linearized std and with the parametric
+bootstrap's.
 
     python benchmarks/bench_drop_coverage.py [--case sliding|no-slip] [--seeds 20]
         [--first-seed 0] [--draws 20] [--truth-rate 240000] [--jsonl rows.jsonl]
@@ -42,7 +43,8 @@ def print_table(rows: list[dict]) -> None:
     oe = [r["output_error"] for r in rows if "output_error" in r]
     if oe:
         s2 = np.array([o["residual_variance_factor"] for o in oe])
-        sources = sorted({r["reported_source"] for r in rows})
+        # (the default's, the bootstrap, needs --draws > 0; else the linearized rule's)
+        sources = sorted({r.get("reported_source", r["reported_source_linearized"]) for r in rows})
         print(f"output error accepted in {sum(o['accepted'] for o in oe)} of {len(oe)} "
               f"datasets (s^2 median {np.median(s2):.3g}, range {s2.min():.3g}-{s2.max():.3g}; "
               f"chi^2/n at the NLP's values median "

@@ -187,8 +187,8 @@ default estimator (the tree) fits several logs jointly; with estimator =
     free_run_horizon (s), step_extrapolation (refit at h/2, off),
     warm_start (θ from the filtered inverse dynamics, on)
   ellipse_drop: h_max (s), sigma_pos (m), sigma_theta (rad), rho,
-    mu_pull, max_iter, covariance ("linearized" or "bootstrap"),
-    bootstrap_draws (30), bootstrap_seed
+    mu_pull, max_iter, covariance ("bootstrap", the default, or "linearized"),
+    bootstrap_draws (20), bootstrap_seed, model_error (true)
   loop (a log t,x,y,z,Fx,Fy,Fz): h (s), sigma_pos (m), max_iter
 """
 

@@ -10,13 +10,14 @@ on theta, as ``physid simulate``) from its own seed. The fit is the drop path's
 (``ellipse_drop._solve``: multi-start IPOPT, the linearized covariance with batch means, mu
 held where nothing slides), with the true noise as the stated noise. Then:
 
-- **reported** (``values_reported``, ``std_reported``): ``ellipse_drop.reported_values``,
-  the function the drop path's ``build_estimate`` calls: the output-error refinement
+- **reported** (``values_reported``, ``std_reported``; with ``draws`` > 0):
+  ``ellipse_drop.reported_values``, the function the drop path's ``build_estimate``
+  calls, with its default covariance: the output-error refinement
   (``drop_checks.output_error``) where its free run follows the frames, else the NLP's
-  values with the linearized std (mu's widened by the NLP's model error,
-  ``model_error_allowance``), and the frames' restitution; ``*_reported_bootstrap``
-  the same under ``[method] covariance = "bootstrap"``; ``output_error`` its s^2 and
-  whether it was kept.
+  values corrected by the parametric bootstrap's bias with its spread as the std (mu's
+  widened by the NLP's model error, ``model_error_allowance``), and the frames'
+  restitution; ``*_reported_linearized`` the same under ``[method] covariance =
+  "linearized"``; ``output_error`` its s^2 and whether it was kept.
 - the NLP's J/m and mu with the linearized std and (``draws`` > 0) the bootstrap's, as
   fitted and bias-corrected; restitution the frames' estimate (``drop_checks.restitution``,
   the NLP has none) with its own std, and its bootstrap applies that estimator to the same
@@ -151,8 +152,9 @@ def run_drop_case(
         found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
         fit, _, cov, starts = _solve(f"seed {seed}", t_m, q_m, geometry, settings, found, QUIET)
         fit_s = (time.perf_counter() - t0, time.process_time() - c0)
-        # What the drop path reports by default (output error where accepted, else the
-        # NLP's linearized std): the same function as ``ellipse_drop.build_estimate``.
+        # What the drop path reports with ``covariance = "linearized"`` (output error where
+        # accepted, else the NLP's linearized std): the same function as
+        # ``ellipse_drop.build_estimate``; the default's (the bootstrap) in _bootstrap_rows.
         t0, c0 = time.perf_counter(), time.process_time()
         rep = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts)
         oe_s = (time.perf_counter() - t0, time.process_time() - c0)
@@ -169,7 +171,7 @@ def run_drop_case(
                 "mu": finite(cov["std"][1], mu_known),
                 "restitution": finite(rep.eps["std"]),
             },
-            **_reported_row(rep, ""),
+            **_reported_row(rep, "_linearized"),
             "output_error": {
                 "accepted": rep.accepted,
                 "residual_variance_factor": rep.oe.residual_variance_factor,
@@ -187,7 +189,7 @@ def run_drop_case(
             "chi2": fit.cost_fit,
             "gamma": fit.cost_gamma,
             "starts": starts,
-            "basins": rep.competing,
+            "basins_linearized": rep.competing,
             "slides": slides,
             "status": fit.status,
             "draws": case.draws,
@@ -293,16 +295,18 @@ def _reported_row(rep, suffix: str) -> dict:
 
 def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known: bool) -> dict:
     """The parametric bootstrap's columns of a row: its std of the NLP's values, the
-    bias-corrected values and std, and what the drop path reports with ``[method]
-    covariance = "bootstrap"`` (``_reported_bootstrap``: the same as the default where the
-    output error is accepted)."""
+    bias-corrected values and std, and what the drop path reports with its default
+    ``[method] covariance = "bootstrap"`` (``values_reported``, ``basins``: the
+    linearized one's where the output error is accepted; the model-error allowance is
+    ``rep``'s, not computed twice)."""
     t_m, q_m, geometry, settings, found, starts = data
     values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
     scale = math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
     boot = contact_bootstrap(fit, sigma, draws, seed, scale)
     eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, draws, seed)
     with_boot = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts,
-                                bootstrap=lambda: boot, oe=rep.oe)  # fmt: skip
+                                bootstrap=lambda: boot, oe=rep.oe,
+                                allowance=rep.allowance)  # fmt: skip
     corrected = dict(zip(("J_over_m", "mu"), boot.corrected.tolist(), strict=True))
     return {
         "std_bootstrap": {
@@ -318,8 +322,8 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
             "mu": finite(boot.std_corrected[1], mu_known),
             "restitution": finite(eps_boot),
         },
-        **_reported_row(with_boot, "_bootstrap"),
-        "basins_bootstrap": with_boot.competing,
+        **_reported_row(with_boot, ""),
+        "basins": with_boot.competing,
         "bootstrap_draws": boot.draws.tolist(),
         "bootstrap_success": boot.success.tolist(),
         "bootstrap_mean": {
@@ -334,15 +338,18 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
 
 
 def _summary(row: dict) -> str:
-    """One line of a row for progress output."""
-    v, r, s = row["values"], row["values_reported"], row["std_reported"]
+    """One line of a row for progress output (what the drop path reports by default where
+    the row has it, else with the linearized std)."""
+    suffix = "" if "values_reported" in row else "_linearized"
+    v, r, s = row["values"], row["values_reported" + suffix], row["std_reported" + suffix]
     oe = row["output_error"]
     text = (
         f"seed {row['seed']}: NLP J/m {v['J_over_m'] * 1e6:.1f} mm^2, mu {v['mu']:.4f}; "
-        f"reported ({row['reported_source']}, s^2 {oe['residual_variance_factor']:.2f}) J/m "
+        f"reported ({row['reported_source' + suffix]}, s^2 "
+        f"{oe['residual_variance_factor']:.2f}) J/m "
         f"{r['J_over_m'] * 1e6:.1f} +- {(s['J_over_m'] or math.inf) * 1e6:.1f} mm^2, mu "
         f"{r['mu']:.4f} +- {s['mu'] or math.inf:.4f}, restitution {r['restitution']:.3f} +- "
-        f"{s['restitution'] or math.inf:.3f}; {len(row['basins'])} competing basins; fit "
+        f"{s['restitution'] or math.inf:.3f}; {len(row['basins' + suffix])} competing basins; fit "
         f"{row['fit_cpu_s']:.1f} s CPU, output error {oe['cpu_s']:.1f} s CPU"
     )
     if "values_corrected" in row:
@@ -381,22 +388,22 @@ CLASS_NAMES = {"inertia": "J/m (inertia)", "friction": "mu (friction)", "other":
 
 
 def drop_coverage(rows: list[dict]) -> dict[str, dict[str, dict]]:
-    """{"reported": per class, "reported (bootstrap)": ..., "linearized": ..., "bootstrap":
+    """{"reported": per class, "reported (linearized)": ..., "linearized": ..., "bootstrap":
     ..., "bootstrap corrected": ...} (``coverage.coverage``: n, flagged, fractions within 1
     and 2 std, median |z|); the classes J/m, mu, restitution.
 
     "reported" is what the drop path writes into estimate.json by default
     (``ellipse_drop.reported_values``: the output-error fit's values and std where it is
-    accepted, else the NLP's with the linearized std); "reported (bootstrap)" the same with
-    ``[method] covariance = "bootstrap"`` (the bias-corrected bootstrap where the output
-    error is not accepted). "linearized", "bootstrap" and "bootstrap corrected" are the
+    accepted, else the NLP's corrected by the bootstrap, mu's std widened by the model-error
+    allowance); "reported (linearized)" the same with ``[method] covariance =
+    "linearized"``. "linearized", "bootstrap" and "bootstrap corrected" are the
     NLP's own values (J/m, mu; restitution the frames') with those stds: the fallback's
     numbers, measured on every dataset. Tables whose columns the rows lack (the bootstrap's
     where the study ran without refits) are left out."""
     out = {}
     tables = (
         ("reported", "values_reported", "std_reported"),
-        ("reported (bootstrap)", "values_reported_bootstrap", "std_reported_bootstrap"),
+        ("reported (linearized)", "values_reported_linearized", "std_reported_linearized"),
         ("linearized", "values", "std_linearized"),
         ("bootstrap", "values", "std_bootstrap"),
         ("bootstrap corrected", "values_corrected", "std_bootstrap_corrected"),

@@ -1,23 +1,25 @@
 """Does the ellipse drop's std cover the truth? (issue 24) The Section 6.1 throw with μ = 0.3
 (0.4 s at 120 fps, IRC truth at the paper's 1/1200 s; the first impact slides, so J/m, μ
-and restitution are all identified) fitted from 20 independent noise draws (1 mm, 1 mrad)
-by the drop path (``rigs.pipeline.drop_coverage``; ``benchmarks/bench_drop_coverage.py``
-prints the same tables; docs/validation.md, "The ellipse drop's std"):
+and restitution are all identified) fitted from 50 independent noise draws (1 mm, 1 mrad;
+the issue's 50 datasets) by the drop path (``rigs.pipeline.drop_coverage``;
+``benchmarks/bench_drop_coverage.py`` prints the same tables; docs/validation.md, "The
+ellipse drop's std"):
 
 - **reported**: what estimate.json holds (``ellipse_drop.reported_values``, the drop path's
   own rule): the output-error fit's values and std where its free run follows the frames,
-  else the NLP's values with the linearized std (default) or the bias-corrected bootstrap
-  (``covariance = "bootstrap"``). On this throw the output error is never kept, so the
-  reported numbers are the NLP's.
+  else the NLP's values corrected by the parametric bootstrap's bias with the refits'
+  spread as the std (default), μ's widened by the NLP's model error; or the NLP's values
+  with the linearized std (``covariance = "linearized"``). On this throw the output error
+  is never kept, so the reported numbers are the NLP's.
 - the NLP's values with its linearized std and with the parametric bootstrap (20 refits),
   as fitted and bias-corrected (2 fit − median of the refits).
 
-Measured 2026-11-26 (seeds 0-19; numbers in the assertions' comments and xfail reasons):
-every fit in the truth's basin; reported J/m in the issue's band (the linearized std, which
-is erratic); reported μ and restitution not; bias-corrected bootstrap J/m and restitution
-in the band, μ not. The frames' restitution std is also checked over 400 draws (default
-run, ~2.5 s). `-m slow` on the final code: 7 passed, 4 strict xfails in 384 s wall, 480 s
-CPU (two worker processes, load 3-5).
+Measured 2026-11-27 (seeds 0-49, Intel Xeon; numbers in the assertions' comments and xfail
+reasons): every fit within 0.02 of the truth's μ; the reported (default) J/m and μ in the
+issue's band, restitution above it at 1 std (its own 400-draw test below is in it); the
+linearized std erratic (in ``test_bootstrap_std_is_stable...``). The frames' restitution
+std is also checked over 400 draws (default run, ~2.5 s). ~12 min wall on two worker
+processes.
 """
 
 import numpy as np
@@ -33,7 +35,7 @@ from physid.rigs.pipeline.drop_coverage import (
     throw,
 )
 
-SEEDS = range(20)
+SEEDS = range(50)
 
 
 def test_the_frames_restitution_std_covers_its_error_over_400_draws():
@@ -63,7 +65,7 @@ def test_the_frames_restitution_std_covers_its_error_over_400_draws():
 
 @pytest.fixture(scope="module")
 def rows():
-    # two processes: the study costs ~11 min CPU
+    # two processes: the study costs ~25 min CPU
     return run_drop_case(SLIDING, SEEDS, workers=2)
 
 
@@ -85,12 +87,15 @@ def test_every_fit_slides_and_every_refit_converges(rows):
 def test_the_multistart_on_mu_keeps_every_fit_in_the_truths_basin(rows):
     # Before the second initial mu (0.2), seeds 4 and 8 ended at mu 0.365 (error 0.065,
     # 10-20 bootstrap std); now every error is below 0.012 (measured largest 0.0110, seed 6;
-    # the spread over seeds is 0.004), and no other solution of the multi-start lies within
-    # the chi^2(2) 95 % threshold of the best while more than a std away.
+    # the spread over seeds is 0.0033), and a solution of the multi-start within the
+    # chi^2(2) 95 % threshold of the best lies less than 1.5 of the reported std away (the
+    # same basin, its std widened by basin_spread): measured one of 50, seed 48, 1.02 std.
+    # (With the linearized std, erratic, seeds 12 and 15 had one 1.005 and 1.03 std away on
+    # the Intel Xeon of 2026-11-26, none on the AMD EPYC of the first study.)
     mu_err = _errors(rows, "values", "mu")
     assert np.abs(mu_err).max() < 0.02, mu_err
-    # (with the reported std, linearized here, and with the bootstrap's)
-    assert all(r["basins"] == [] and r["basins_bootstrap"] == [] for r in rows)
+    far = [(r["seed"], b) for r in rows for b in r["basins"] if b["distance_std"] >= 1.5]
+    assert far == [], far
     # seed 4: the first start's 0.365 is recorded and rejected (twice the objective 24.5
     # above the fit's, against a threshold of 5.99)
     seed4 = next(r for r in rows if r["seed"] == 4)
@@ -103,22 +108,23 @@ def test_bootstrap_std_is_stable_and_matches_the_spread_over_datasets(rows):
     err = _errors(rows, "values_corrected", "J_over_m")
     boot = _column(rows, "std_bootstrap", "J_over_m")
     lin = _column(rows, "std_linearized", "J_over_m")
-    # The refits' spread is a smooth function of the data (measured 4.7-11.2 mm^2 over the
-    # 20 draws, where B = 20 refits alone scatter a std by +-30 % at 95 %); the linearized
-    # std ranged over three orders of magnitude (2.8 mm^2 to 6.7 m^2).
+    # The refits' spread is a smooth function of the data (measured 3.8-11.7 mm^2 over the
+    # 50 draws, where B = 20 refits alone scatter a std by +-30 % at 95 %); the linearized
+    # std ranged over seven orders of magnitude (2.4 mm^2 to 1.5e13 mm^2 over 100 draws:
+    # IPOPT's barrier KKT matrix at degenerate complementarity rows, docs/validation.md).
     assert boot.max() / boot.min() < 6.0
     assert lin.max() / lin.min() > 1e2
     # The median bootstrap std matches the spread of the corrected J/m over the datasets
-    # (measured 6.8 vs 7.3 mm^2); 20 datasets estimate that spread to +-32 % at 95 %, hence
-    # the factor 1.5.
+    # (measured 6.9 vs 6.9 mm^2); 50 datasets estimate that spread to +-20 % at 95 %; the
+    # factor 1.5 leaves room for the machine (20 draws of the first study: 6.8 vs 7.3).
     assert 1 / 1.5 < np.median(boot) / np.std(err, ddof=1) < 1.5
 
 
 @pytest.mark.slow
 def test_the_bias_correction_brings_both_parameters_closer_to_the_truth(rows):
-    # RMS error over the 20 datasets, corrected vs fitted (measured: J/m 7.7 vs 7.9 mm^2,
-    # mu 0.0052 vs 0.0061); the mean error shrinks by more than a third (measured: J/m
-    # -6.1 -> -3.0 mm^2, mu +0.0048 -> +0.0025)
+    # RMS error over the 50 datasets, corrected vs fitted (measured: J/m 7.3 vs 8.1 mm^2,
+    # mu 0.0051 vs 0.0061); the mean error shrinks by more than a third (measured: J/m
+    # -6.2 -> -2.5 mm^2, mu +0.0052 -> +0.0029)
     for name in ("J_over_m", "mu"):
         fitted, fixed = _errors(rows, "values", name), _errors(rows, "values_corrected", name)
         assert np.sqrt(np.mean(fixed**2)) < np.sqrt(np.mean(fitted**2)), name
@@ -126,24 +132,23 @@ def test_the_bias_correction_brings_both_parameters_closer_to_the_truth(rows):
 
 
 @pytest.mark.slow
-def test_corrected_inertia_and_restitution_are_in_the_issues_band(rows):
-    table = drop_coverage(rows)["bootstrap corrected"]
-    for cls in ("J/m (inertia)", "restitution"):
-        c = table[cls]
-        # issue 24's band: 60-76 % within 1 std, >= 95 % within 2 (measured: J/m 60 / 100 %,
-        # median |z| 0.75, the band's lower edge: 12 of 20; restitution 75 / 100 %, 0.68)
-        assert c["n"] == 20 and c["flagged"] == 0, (cls, c)
-        assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, (cls, c)
+def test_corrected_inertia_is_in_the_issues_band(rows):
+    c = drop_coverage(rows)["bootstrap corrected"]["J/m (inertia)"]
+    # issue 24's band: 60-76 % within 1 std, >= 95 % within 2 (measured: 68 / 98 %, median
+    # |z| 0.80; on 20 draws 60 / 100 %). (Restitution: the frames' own, below.)
+    assert c["n"] == len(SEEDS) and c["flagged"] == 0, c
+    assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, c
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="mu's bias-corrected value is still biased (+0.0025 against a median std of "
-    "0.0046): the refits see about half of the fitted mu's +0.0048 bias, and a noise-free "
+    reason="mu's bias-corrected value is still biased (+0.0029 against a median std of "
+    "0.0045): the refits see about half of the fitted mu's +0.0052 bias, and a noise-free "
     "fit of the IRC throw is +0.0013 off by itself (the NLP's model error against IRC, which "
-    "refits of the NLP's own prediction cannot see). Measured 55 / 90 % within 1 / 2 std "
-    "(uncorrected 35 / 75 %; before the multi-start on mu 35 / 65 %).",
+    "refits of the NLP's own prediction cannot see; the drop path adds it to mu's std, "
+    "test_reported_std_is_in_the_issues_band). Measured 62 / 94 % within 1 / 2 std without "
+    "it (uncorrected 34 / 86 %); on 20 draws 55 / 90 %.",
 )
 def test_corrected_friction_is_in_the_issues_band(rows):
     c = drop_coverage(rows)["bootstrap corrected"]["mu (friction)"]
@@ -153,34 +158,35 @@ def test_corrected_friction_is_in_the_issues_band(rows):
 @pytest.mark.slow
 def test_the_study_reports_what_the_drop_path_reports(rows):
     # ``reported_values`` is the rule ``ellipse_drop.build_estimate`` applies: where the
-    # output error is not kept, the NLP's values stand with the linearized std (default)
-    # or the bias-corrected bootstrap (covariance = "bootstrap"); restitution is the
-    # frames' own estimate either way. With the linearized std, mu's is widened in
-    # quadrature by the NLP's model error (drop_checks.model_error_allowance). A competing
-    # basin widens J/m's and mu's std further (drop_checks.basin_spread): on the Intel Xeon
-    # of 2026-11-26 seeds 12 and 15 had one (1.005 and 1.03 std away), on the AMD EPYC of
-    # the first study none.
+    # output error is not kept, the NLP's values corrected by the bootstrap's bias with its
+    # spread as the std (default), or the NLP's values with the linearized std (covariance
+    # = "linearized"); restitution is the frames' own estimate either way. J/m's and mu's
+    # std are widened in quadrature by the NLP's model error
+    # (drop_checks.model_error_allowance) under both. A competing basin widens them further
+    # (drop_checks.basin_spread).
     for r in rows:
         accepted = r["output_error"]["accepted"]
-        assert r["reported_source"] == ("output error" if accepted else "linearized")
+        assert r["reported_source"] == ("output error" if accepted else "bootstrap")
+        assert r["reported_source_linearized"] == ("output error" if accepted else "linearized")
         if accepted:
             continue
-        assert r["reported_source_bootstrap"] == "bootstrap"
         allowance = r["model_error_allowance"]
         assert allowance is not None and 0.0 <= allowance["mu"] < 0.01, allowance
-        linearized = r["std_linearized"] | {
-            "mu": float(np.hypot(r["std_linearized"]["mu"], allowance["mu"]))
-        }
-        for name in ("J_over_m", "mu", "restitution"):
-            assert r["values_reported"][name] == r["values"][name]
-            if r["basins"] and name != "restitution":
-                assert r["std_reported"][name] > linearized[name]
-            else:
-                assert r["std_reported"][name] == pytest.approx(linearized[name])
-        for name in ("J_over_m", "mu"):
-            assert r["values_reported_bootstrap"][name] == r["values_corrected"][name]
-            assert r["std_reported_bootstrap"][name] == pytest.approx(
-                r["std_bootstrap_corrected"][name]
+        assert 0.0 <= allowance["J_over_m"] < 50e-6, allowance
+        for std, values, basins, suffix in (
+            ("std_linearized", "values", "basins_linearized", "_linearized"),
+            ("std_bootstrap_corrected", "values_corrected", "basins", ""),
+        ):
+            expected = {n: float(np.hypot(r[std][n], allowance[n])) for n in ("J_over_m", "mu")}
+            for name in ("J_over_m", "mu"):
+                assert r["values_reported" + suffix][name] == r[values][name]
+                if r[basins]:
+                    assert r["std_reported" + suffix][name] > expected[name]
+                else:
+                    assert r["std_reported" + suffix][name] == pytest.approx(expected[name])
+            assert r["values_reported" + suffix]["restitution"] == r["values"]["restitution"]
+            assert r["std_reported" + suffix]["restitution"] == pytest.approx(
+                r["std_linearized"]["restitution"]
             )
 
 
@@ -205,32 +211,42 @@ def test_the_output_error_refinement_is_kept_on_the_throw(rows):
 @pytest.mark.parametrize(
     "cls",
     [
-        # measured 75 / 100 %, median |z| 0.74: the linearized std (median 8.5 mm^2 for a
-        # spread of 5.1 mm^2 and a bias of -6.1 mm^2), which ranges from 2.8 mm^2 to 6.7 m^2
-        # over the datasets (test_bootstrap_std_is_stable...: no confidence interval)
-        "J/m (inertia)",
-        # the reported mu is the NLP's (the output error is not kept) with the linearized
-        # std widened by the NLP's model error (drop_checks.model_error_allowance). Its
-        # error is biased (+0.0052 over 50 draws, 1.5 times its spread), which the
-        # linearized std alone does not cover: 50 / 95 % on seeds 0-19 (Intel Xeon; 55 / 85
-        # % on the AMD EPYC of the first study), 58 / 96 % over seeds 0-49; with the
-        # allowance 65 / 95 % and 64 / 98 % (docs/validation.md, "The NLP's std").
+        pytest.param(
+            "J/m (inertia)",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="J/m over-covers at 1 std on these 50 draws: the bootstrap's "
+                "bias-corrected J/m (mean error -2.5 mm^2, spread 6.9) with the refits' "
+                "spread (median 6.9 mm^2) and the model-error allowance (median 6.0 mm^2) "
+                "in quadrature: 80 / 100 % within 1 / 2 std on seeds 0-49 (40 of 50; the "
+                "band's 76 % is 38), 74 / 90 % on seeds 50-99, 77 / 95 % over 0-99. "
+                "Without the allowance 68 / 98 % here but 60 / 86 % on 50-99 (64 / 92 % over "
+                "100); with the linearized std (erratic: 2.4 mm^2 to 1.5e13 mm^2) 68 / 91 % "
+                "over 100 (docs/validation.md, 'The ellipse drop's std').",
+            ),
+        ),
+        # the bias-corrected mu (mean error +0.0029, spread 0.0042) with the refits'
+        # spread widened by the NLP's model error (drop_checks.model_error_allowance):
+        # measured 64 / 98 %, median |z| 0.68 (62 / 94 % without the allowance; with the
+        # linearized std 58 / 96 %, 64 / 98 % with the allowance, most of that coverage
+        # from stds above 0.1). Over seeds 0-99 66 / 95 %: at the 2-std edge.
         "mu (friction)",
         pytest.param(
             "restitution",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="the frames' restitution with its propagated std: 80 / 100 % within "
-                "1 / 2 std (16 of 20, one dataset above the band's 76 %; binomial sd of the "
-                "fraction at 20 draws ~10 %); over 400 draws 75 / 97 % (the default test "
-                "above). Before the propagated std: 85 / 100 %.",
+                reason="the frames' restitution with its propagated std: 82 / 100 % within "
+                "1 / 2 std on seeds 0-49 (41 of 50, the band's 76 % is 38; binomial sd of "
+                "the fraction at 50 draws ~6.6 %; 78 / 99 % over seeds 0-99); over 400 draws "
+                "75 / 97 % (the default test above). Before the propagated std: 85 / 100 % "
+                "on 20.",
             ),
         ),
     ],
 )
 def test_reported_std_is_in_the_issues_band(rows, cls):
     c = drop_coverage(rows)["reported"][cls]
-    assert c["n"] == 20 and c["flagged"] == 0, c
+    assert c["n"] == len(SEEDS) and c["flagged"] == 0, c
     assert 0.60 <= c["within_1_std"] <= 0.76 and c["within_2_std"] >= 0.95, c
 
 
@@ -290,14 +306,17 @@ def test_the_model_error_key_is_a_flag_and_on_by_default():
 
 
 @pytest.mark.slow
-def test_the_model_error_allowance_widens_only_mus_linearized_std():
+def test_the_model_error_allowance_widens_the_std_of_j_over_m_and_mu():
     # One noise draw of the mu = 0.3 throw (seed 1; the output error is not kept there):
-    # the drop path's std of mu is the linearized one and the allowance in quadrature, the
-    # allowance the |error| of a noise-free fit of IRC's own run at the fitted values
-    # (over 100 draws 0.00002-0.005, median 0.0016-0.0021: 0.01 is twice the largest). On
-    # seed 1 the linearized std is 0.0026 for an error of +0.0034 and the allowance 0.0035
-    # (measured): the std grows by 1.7x; J/m and restitution keep theirs, and
-    # model_error = false gives the linearized std.
+    # the drop path's std of J/m and mu is its own (the linearized or the bootstrap's) and
+    # the allowance in quadrature, the allowance the |error| of a noise-free fit of IRC's
+    # own run at the fitted values (over 100 draws mu's 0.00002-0.005, median 0.0016-0.0021:
+    # 0.01 is twice the largest; J/m's median 6 mm^2). On seed 1 the linearized std of mu
+    # is 0.0026 for an error of +0.0034 and the allowance 0.0035 (measured): the std grows
+    # by 1.7x; restitution keeps its own, and model_error = false gives the linearized std.
+    # The bootstrap (6 refits, the fewest a std is taken from, to keep the test short) gets
+    # the same allowance.
+    from physid.estimation.bootstrap import contact_bootstrap
     from physid.rigs.models.ellipse_drop import _solve, ipopt_settings, reported_values
     from physid.rigs.pipeline.drop_coverage import QUIET
 
@@ -315,6 +334,15 @@ def test_the_model_error_allowance_widens_only_mus_linearized_std():
     assert allowance["substep_s"] == pytest.approx(1.0 / 24000)
     assert widened.std["mu"] == pytest.approx(np.hypot(plain.std["mu"], allowance["mu"]))
     assert widened.std["mu"] > 1.3 * plain.std["mu"]
-    for name in ("J_over_m", "restitution"):
-        assert widened.std[name] == plain.std[name]
+    assert widened.std["J_over_m"] == pytest.approx(
+        np.hypot(plain.std["J_over_m"], allowance["J_over_m"])
+    )
+    assert widened.std["restitution"] == plain.std["restitution"]
     assert widened.values == plain.values
+    sigma = np.array([SLIDING.noise, SLIDING.noise, SLIDING.noise])
+    boot = contact_bootstrap(fit, sigma, 6, 0, 1.0)
+    with_boot = reported_values(*args, bootstrap=lambda: boot, oe=plain.oe, allowance=allowance)
+    assert with_boot.source == "bootstrap" and with_boot.allowance == allowance
+    corrected = with_boot.correction["std"]
+    assert with_boot.std["mu"] == pytest.approx(np.hypot(corrected[1], allowance["mu"]))
+    assert with_boot.std["J_over_m"] == pytest.approx(np.hypot(corrected[0], allowance["J_over_m"]))

@@ -100,7 +100,10 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     # angular-velocity jumps at the impacts, eq. 31) is identified with a finite std.
     path = _track_csv(tmp_path, mu=0.9, duration=0.4, fps=120, drop=(20, 31))
     out = tmp_path / "id"
-    est = identify(load_spec("ellipse_drop"), [path], out, QUIET)
+    # The linearized covariance (the default's bootstrap is the next test's)
+    base = load_spec("ellipse_drop")
+    spec = replace(base, method={**base.method, "covariance": "linearized"})
+    est = identify(spec, [path], out, QUIET)
     data = json.loads((out / "estimate.json").read_text())
     jm, mu = data["parameters"]["J_over_m"], data["parameters"]["mu"]
     # Goal of the issue: 5 % at >= 120 fps; and the error is within 4 reported std.
@@ -135,7 +138,7 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     assert not oe["accepted"] and oe["residual_variance_factor"] > oe["s2_limit"], oe
     eps = data["parameters"]["restitution"]
     assert abs(eps["value"] - 0.2) < 3 * eps["std"], eps
-    # the default covariance is the linearized one, and estimate.json says which gave the std
+    # estimate.json says which covariance gave the std
     assert extra["covariance"]["used"] == "linearized"
     assert extra["covariance"]["bootstrap_requested"] is False
 
@@ -147,11 +150,14 @@ def test_no_slip_throw_identifies_j_over_m_with_a_sharp_bootstrap_std(tmp_path):
     # degenerate complementarity rows, docs/planar-contact.md "Uncertainty"); the parametric
     # bootstrap's refits spread by ~13 mm^2. Eight refits (the fewest a std is taken from is
     # 6) keep the test short; the spread of 8 is within ~40 % of the std at 95 %, and the
-    # assertions below hold with 2.5x margin either way.
+    # assertions below hold with 2.5x margin either way. The model-error allowance is off
+    # here, to see the bootstrap's own std: on this throw it widens J/m's to 42 mm^2
+    # (measured), a noise-free fit of IRC's run at the fitted values being ~40 mm^2 off.
     path = _track_csv(tmp_path, mu=0.9, duration=0.4, fps=120, drop=(20, 31))
     out = tmp_path / "id"
     base = load_spec("ellipse_drop")
-    spec = replace(base, method={**base.method, "covariance": "bootstrap", "bootstrap_draws": 8})
+    method = {"covariance": "bootstrap", "bootstrap_draws": 8, "model_error": False}
+    spec = replace(base, method={**base.method, **method})
     identify(spec, [path], out, QUIET)
     data = json.loads((out / "estimate.json").read_text())
     jm = data["parameters"]["J_over_m"]
@@ -185,7 +191,8 @@ def test_covariance_choice_refuses_unknown_methods_and_too_few_draws():
     from physid.rigs.models.ellipse_drop import covariance_choice
 
     base = load_spec("ellipse_drop")
-    assert covariance_choice(base).method == "linearized"
+    # the bootstrap by default (the linearized std is erratic on this NLP: docs/validation.md)
+    assert covariance_choice(base).method == "bootstrap" and covariance_choice(base).draws == 20
     for bad, match in (
         ({"covariance": "jackknife"}, "not a covariance"),
         ({"covariance": "bootstrap", "bootstrap_draws": 3}, "whole number of refits >= 6"),
