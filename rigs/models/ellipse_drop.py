@@ -765,8 +765,9 @@ _STD_COVERS_BOOT = (
     "residuals' excess over it); J/m and mu are corrected by the bias the refits show (2 fit "
     "- their median). It covers the frames' noise through the nonlinear, "
     "complementarity-constrained fit, not errors of the fixed geometry, the mass or the "
-    "ground line, nor residuals correlated in time. (The output-error refinement was not "
-    "kept: the IRC model's free run does not follow these frames.)"
+    "ground line, nor residuals correlated in time, nor a contact that rigid impacts do not "
+    "describe (the prediction checks show it). (The output-error refinement was not kept: "
+    "the IRC model's free run does not follow these frames.)"
 )
 _STD_COVERS_NLP = (
     "The std is linearized (implicit function theorem on IPOPT's KKT system) and covers the "

@@ -55,6 +55,19 @@ MU_SOFT = pytest.mark.xfail(
 )
 
 
+# The std of mu on drop5c, Coulomb-like: the default since 2026-11-26 (the bootstrap's,
+# with the model-error allowance against IRC) sees the frames' noise and the NLP's error
+# against rigid contact, not MuJoCo's contact, whose misfit the report's prediction checks
+# show (verdict "poor fit": k-step 42x, free run 49x the tracking noise). The linearized std
+# it replaced (0.029 here, z 0.25) covered by being erratic: 0.0014 (z 5.3) for an
+# objective 1.0 lower, 2.4 mm^2 to 1.5e13 mm^2 for J/m over noise draws of one throw.
+MU_COULOMB_STD = pytest.mark.xfail(
+    strict=True,
+    reason="drop5c's mu 0.5068 (within 0.05) has the bootstrap's std 0.0009: z +7.7; the "
+    "model error of MuJoCo's contact, which the 'poor fit' verdict names, is not in it",
+)
+
+
 @pytest.fixture(scope="module")
 def drop(request, tmp_path_factory):
     from physid.rigs.models import ellipse_drop
@@ -131,7 +144,13 @@ def test_j_over_m(drop):
 
 
 @pytest.mark.parametrize(
-    "drop", [*ALL[:3], pytest.param("soft0.5", id="soft0.5", marks=MU_SOFT)], indirect=True
+    "drop",
+    [
+        *ALL[:2],
+        pytest.param("mu0.5", id="mu0.5", marks=MU_COULOMB_STD),
+        pytest.param("soft0.5", id="soft0.5", marks=MU_SOFT),
+    ],
+    indirect=True,
 )
 def test_mu_where_it_slides(drop):
     mu, _, truth, estimate, _ = drop
@@ -142,6 +161,16 @@ def test_mu_where_it_slides(drop):
     assert fr.identifiable and fr.std is not None and 0 < fr.std < np.inf
     assert abs(fr.value - mu) < 0.05
     assert abs((fr.value - mu) / fr.std) <= 3
+
+
+@pytest.mark.parametrize("drop", ALL, indirect=True)
+def test_the_report_says_the_contact_model_does_not_predict_the_drop(drop):
+    # IRC's rigid impacts do not follow MuJoCo's contact through 0.5 s of bounces: the
+    # prediction checks fail (measured k-step 42-75x and free run 49-420x the tracking
+    # noise), so the verdict is "poor fit" and the std (the frames' noise and the NLP's
+    # error against IRC) is not read as covering this model error (MU_COULOMB_STD).
+    *_, raw = drop
+    assert raw["validation"]["verdict"] == "poor fit", raw["validation"]["summary"]
 
 
 # The linearized std of J/m and mu (ipopt_contact.parameter_covariance, batch means since
