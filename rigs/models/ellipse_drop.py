@@ -779,9 +779,8 @@ _STD_COVERS_NLP = (
 
 _STD_COVERS_ALLOWANCE = (
     " The std of J/m and mu also includes, in quadrature, the size of the NLP's model error "
-    "against rigid "
-    "contact: the error of a noise-free fit of the IRC model's own run at the identified "
-    "values (extra.covariance.model_error_allowance)."
+    "against rigid contact: the error of a noise-free fit of the IRC model's own run at the "
+    "identified values (extra.covariance.model_error_allowance)."
 )
 
 

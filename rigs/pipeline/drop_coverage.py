@@ -14,8 +14,8 @@ held where nothing slides), with the true noise as the stated noise. Then:
   ``ellipse_drop.reported_values``, the function the drop path's ``build_estimate``
   calls, with its default covariance: the output-error refinement
   (``drop_checks.output_error``) where its free run follows the frames, else the NLP's
-  values corrected by the parametric bootstrap's bias with its spread as the std (mu's
-  widened by the NLP's model error, ``model_error_allowance``), and the frames'
+  values corrected by the parametric bootstrap's bias with its spread as the std (J/m's
+  and mu's widened by the NLP's model error, ``model_error_allowance``), and the frames'
   restitution; ``*_reported_linearized`` the same under ``[method] covariance =
   "linearized"``; ``output_error`` its s^2 and whether it was kept.
 - the NLP's J/m and mu with the linearized std and (``draws`` > 0) the bootstrap's, as
@@ -394,8 +394,8 @@ def drop_coverage(rows: list[dict]) -> dict[str, dict[str, dict]]:
 
     "reported" is what the drop path writes into estimate.json by default
     (``ellipse_drop.reported_values``: the output-error fit's values and std where it is
-    accepted, else the NLP's corrected by the bootstrap, mu's std widened by the model-error
-    allowance); "reported (linearized)" the same with ``[method] covariance =
+    accepted, else the NLP's corrected by the bootstrap, the std of J/m and mu widened by
+    the model-error allowance); "reported (linearized)" the same with ``[method] covariance =
     "linearized"``. "linearized", "bootstrap" and "bootstrap corrected" are the
     NLP's own values (J/m, mu; restitution the frames') with those stds: the fallback's
     numbers, measured on every dataset. Tables whose columns the rows lack (the bootstrap's
