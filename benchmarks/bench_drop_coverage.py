@@ -6,7 +6,7 @@ bootstrap, the default, or with the linearized std under ``[method] covariance =
 "linearized"``), and for the NLP's values with its linearized std and with the parametric
 bootstrap's.
 
-    python benchmarks/bench_drop_coverage.py [--case sliding|no-slip] [--seeds 20]
+    python benchmarks/bench_drop_coverage.py [--case sliding|no-slip] [--seeds 50]
         [--first-seed 0] [--draws 20] [--truth-rate 240000] [--jsonl rows.jsonl]
         [--probes fine,path,irc1200,fine-noisy] [--warm-probes]
     python benchmarks/bench_drop_coverage.py --load rows.jsonl [--load more.jsonl]
@@ -115,7 +115,7 @@ def print_probes(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=("sliding", "no-slip"), default="sliding")
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=50)  # the 50 datasets
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--draws", type=int, default=20, help="bootstrap refits (0: none)")
     parser.add_argument("--probes", default="", help="comma-separated IRC free runs at the "
