@@ -224,3 +224,28 @@ def test_output_error_stays_in_the_box_and_refuses_a_parameter_on_it():
     oe = _output_error(plastic, 5, restitution=0.02)
     assert oe.on_bound == () and 0.0 < oe.values["restitution"] < 1.0, oe.values
     assert "mu" not in oe.free and oe.values["mu"] == 0.31 and oe.std["mu"] == np.inf
+
+
+def test_restitution_std_takes_the_impacts_spread_only_where_they_disagree_beyond_noise():
+    # Two impacts approaching at 2 m/s each, frames 1 mm apart at 100 fps: each frame
+    # difference's velocity noise is sqrt(2) 1e-3 / 0.01 = 0.141 m/s, so the pooled value's
+    # propagated std is 0.141 sqrt(1 + eps^2) / sqrt(8). Restitutions 0.20 and 0.22 agree
+    # within it (their spread over sqrt(n), 0.01, is below it: the propagated std stands);
+    # so do 0.225 and 0.375, whose spread 0.075 is larger than the propagated 0.052 but not
+    # significantly ((0.075 / 0.052)^2 = 2.1 below chi^2's 95 % point 3.84 for one degree
+    # of freedom; the former max() took 0.075); 0.1 and 0.5 do not (spread 0.2, ratio^2
+    # 15): the spread is the std.
+    from physid.rigs.models.drop_checks import restitution
+
+    def found(*eps):
+        return [{"t": 0.1 * i, "approach_m_s": 2.0, "restitution": e} for i, e in enumerate(eps)]
+
+    noise = np.sqrt(2.0) * 1e-3 / 0.01
+    agree = restitution(found(0.20, 0.22), 1e-3, 0.01)
+    assert agree["value"] == pytest.approx(0.21)
+    assert agree["std"] == pytest.approx(noise * np.sqrt(1 + 0.21**2) / np.sqrt(8.0))
+    within = restitution(found(0.225, 0.375), 1e-3, 0.01)
+    assert within["std"] == pytest.approx(noise * np.sqrt(1 + 0.3**2) / np.sqrt(8.0))
+    differ = restitution(found(0.1, 0.5), 1e-3, 0.01)
+    assert differ["value"] == pytest.approx(0.3)
+    assert differ["std"] == pytest.approx(0.2)
