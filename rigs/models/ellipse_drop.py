@@ -136,8 +136,8 @@ METHOD_KEYS = (
 )
 COVARIANCES = ("linearized", "bootstrap")
 # Refits of the parametric bootstrap by default: the std's own relative error is then
-# 1/sqrt(2 (B - 1)) = 16 %, and on the 0.4 s, 120 fps throw each refit costs ~0.75 s of
-# CPU (warm, ~60 iterations). The coverage of the default std was measured at this B
+# 1/sqrt(2 (B - 1)) = 16 %, and on the 0.4 s, 120 fps throw each refit costs ~0.66 s of
+# CPU (warm, ~56 iterations). The coverage of the default std was measured at this B
 # (docs/validation.md, "The ellipse drop's std").
 BOOTSTRAP_DRAWS = 20
 
