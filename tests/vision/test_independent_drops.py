@@ -63,8 +63,9 @@ MU_SOFT = pytest.mark.xfail(
 # objective 1.0 lower, 2.4 mm^2 to 1.5e13 mm^2 for J/m over noise draws of one throw.
 MU_COULOMB_STD = pytest.mark.xfail(
     strict=True,
-    reason="drop5c's mu 0.5068 (within 0.05) has the bootstrap's std 0.0009: z +7.7; the "
-    "model error of MuJoCo's contact, which the 'poor fit' verdict names, is not in it",
+    reason="drop5c's mu 0.5068 (within 0.05: test_mu_where_it_slides) has the bootstrap's "
+    "std 0.0009: z +7.7; the model error of MuJoCo's contact, which the 'poor fit' verdict "
+    "names, is not in it",
 )
 
 
@@ -144,22 +145,25 @@ def test_j_over_m(drop):
 
 
 @pytest.mark.parametrize(
-    "drop",
-    [
-        *ALL[:2],
-        pytest.param("mu0.5", id="mu0.5", marks=MU_COULOMB_STD),
-        pytest.param("soft0.5", id="soft0.5", marks=MU_SOFT),
-    ],
-    indirect=True,
+    "drop", [*ALL[:3], pytest.param("soft0.5", id="soft0.5", marks=MU_SOFT)], indirect=True
 )
 def test_mu_where_it_slides(drop):
     mu, _, truth, estimate, _ = drop
     fr = estimate.parameters["mu"]
     print(f"mu {mu}: mu {fr.value:.3f} +- {fr.std} (identifiable {fr.identifiable})")
     # acceptance: mu within 0.05 where the object slides (all four slide: 100, 83, 53 and
-    # 83 % of the normal impulse while slipping), |z| <= 3
+    # 83 % of the normal impulse while slipping)
     assert fr.identifiable and fr.std is not None and 0 < fr.std < np.inf
     assert abs(fr.value - mu) < 0.05
+
+
+@pytest.mark.parametrize(
+    "drop", [*ALL[:2], pytest.param("mu0.5", id="mu0.5", marks=MU_COULOMB_STD)], indirect=True
+)
+def test_mu_std_covers_its_error(drop):
+    # acceptance: |z| <= 3 on the acceptance set (measured z +0.9, +1.6 on drop2, drop3)
+    mu, _, truth, estimate, _ = drop
+    fr = estimate.parameters["mu"]
     assert abs((fr.value - mu) / fr.std) <= 3
 
 
