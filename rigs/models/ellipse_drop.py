@@ -494,6 +494,12 @@ def identify_throw(spec: RigSpec, path: Path, console, window: tuple | None = No
     return Throw(estimate, fit, t_m, q_m, geometry, settings, ellipse.m, path)
 
 
+def bootstrap_noise_scale(fit, cov: dict) -> float:
+    """The factor on the stated noise that the bootstrap re-noises with: sqrt(s^2) where
+    the fit's residual variance factor s^2 (``model_error_factor``) exceeds 1, else 1."""
+    return math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
+
+
 def _bootstrap_runner(choice: CovarianceChoice, fit, settings, cov, console):
     """None for the linearized covariance; else a function that runs the parametric
     bootstrap of ``fit`` (called only where the NLP's values are the ones reported), with
@@ -503,7 +509,7 @@ def _bootstrap_runner(choice: CovarianceChoice, fit, settings, cov, console):
 
     def run():
         sigma = np.array([settings.sigma_pos, settings.sigma_pos, settings.sigma_theta])
-        scale = math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
+        scale = bootstrap_noise_scale(fit, cov)
         console.print(
             f"parametric bootstrap: {choice.draws} refits of the fit's prediction re-noised "
             f"with {sigma[0] * scale * 1e3:.3g} mm / {sigma[2] * scale * 1e3:.3g} mrad"

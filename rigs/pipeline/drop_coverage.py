@@ -53,13 +53,14 @@ from physid.estimation.bootstrap import (
 )
 from physid.rigs.models import drop_checks
 from physid.rigs.models.ellipse_drop import (
+    BOOTSTRAP_DRAWS,
     _sim_vector,
     _solve,
+    bootstrap_noise_scale,
     contact_geometry,
     fit_steps,
     friction_report,
     ipopt_settings,
-    model_error_factor,
     reported_values,
     rig_geometry,
 )
@@ -84,7 +85,7 @@ class DropCase:
     fps: float = 120.0
     duration: float = 0.4
     noise: float = 1e-3
-    draws: int = 20
+    draws: int = BOOTSTRAP_DRAWS
     truth_h: float | None = None
     probes: tuple[str, ...] = ()
     warm_probes: bool = False
@@ -301,7 +302,7 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
     ``rep``'s, not computed twice)."""
     t_m, q_m, geometry, settings, found, starts = data
     values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
-    scale = math.sqrt(max(model_error_factor(fit.cost_fit, cov), 1.0))
+    scale = bootstrap_noise_scale(fit, cov)
     boot = contact_bootstrap(fit, sigma, draws, seed, scale)
     eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, draws, seed)
     with_boot = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts,
