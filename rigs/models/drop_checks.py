@@ -217,9 +217,8 @@ def restitution(found: list[dict], sigma_pos: float, frame_dt: float) -> dict:
     above the noise's times χ²'s 95 % point over its ν = n_eff − 1 degrees of freedom: a
     spread of two or three impacts is itself a noisy number, and taking it wherever it was
     larger put 75 % of 400 noise draws within 1 std; 72 % gated). From the frames, not the
-    fit: the NLP (IGC) has
-    no restitution, and its velocity right after an impact's steps need not be the bounce
-    (the sample drop's fit gave 0.0 for a truth of 0.2)."""
+    fit: the NLP (IGC) has no restitution, and its velocity right after an impact's steps
+    need not be the bounce (the sample drop's fit gave 0.0 for a truth of 0.2)."""
     # (ε > 1 would be an impact that gains energy: no rigid impact, a misread contact.)
     per = [f for f in found if f.get("restitution") is not None and f["restitution"] <= 1.0]
     if not per:
@@ -824,12 +823,13 @@ def model_error_allowance(fit, geometry, settings, values: dict) -> dict | None:
     on J/m's bound.
 
     Why: where the output error is not kept, the NLP's values carry its model error (a
-    ~1 ms grid and penalized complementarity against IRC's impulses), which its linearized
-    std does not see. The run shares only its first impact with the frames (the next ones
-    depend on the state to below the noise), so its errors are those of a throw like this
-    one, not this one's: over 50 noise draws of the Section 6.1 throw they do not correlate
-    with the fit's own errors (r = +0.12 for mu), so they widen the std (in quadrature)
-    rather than correct the value (docs/validation.md, "The NLP's std")."""
+    ~1 ms grid and penalized complementarity against IRC's impulses), which neither its
+    linearized std nor the bootstrap's refits of its own prediction see. The run shares
+    only its first impact with the frames (the next ones depend on the state to below the
+    noise), so its errors are those of a throw like this one, not this one's: over 50
+    noise draws of the Section 6.1 throw they do not correlate with the fit's own errors
+    (r = +0.12 for mu), so they widen the std (in quadrature) rather than correct the value
+    (docs/validation.md, "The NLP's std")."""
     c0 = time.process_time()
     t_m = fit.t[fit.frame_index]
     speed = fastest_point_speed(fit, geometry)

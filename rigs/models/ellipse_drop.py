@@ -784,7 +784,7 @@ _STD_COVERS_NLP = (
 )
 
 _STD_COVERS_ALLOWANCE = (
-    " The std of J/m and mu also includes, in quadrature, the size of the NLP's model error "
+    " The std of {which} also includes, in quadrature, the size of the NLP's model error "
     "against rigid contact: the error of a noise-free fit of the IRC model's own run at the "
     "identified values (extra.covariance.model_error_allowance)."
 )
@@ -799,7 +799,8 @@ class Reported:
     ``friction`` (:func:`friction_report`), ``jm_bound`` / ``mu_bound`` (the bound flags),
     the bootstrap ``boot`` and its ``correction`` where they were used, ``eps`` the frames'
     restitution, the competing basins (``competing``, ``far``) that widened the std, the
-    model-error ``allowance`` that widened the linearized std (None where none), and
+    model-error ``allowance`` that widened the NLP's std (bootstrap or linearized; None
+    where none), and
     ``model`` the J/m, mu and restitution the IRC prediction check simulates with (mu the
     fitted one, also where only its lower bound is reported)."""
 
@@ -1032,7 +1033,8 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     if boot is not None:
         covers = covers.format(draws=int(boot.success.sum()), requested=len(boot.success))
     if rep.allowance is not None:
-        covers += _STD_COVERS_ALLOWANCE
+        which = "J/m and mu" if friction["identifiable"] else "J/m"
+        covers += _STD_COVERS_ALLOWANCE.format(which=which)
     checked_fit = validation(status, predictions, params, {}, covers)
     return Estimate(
         rig=spec.name,

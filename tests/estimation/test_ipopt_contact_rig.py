@@ -138,8 +138,11 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     assert not oe["accepted"] and oe["residual_variance_factor"] > oe["s2_limit"], oe
     eps = data["parameters"]["restitution"]
     assert abs(eps["value"] - 0.2) < 3 * eps["std"], eps
-    # estimate.json says which covariance gave the std
+    # estimate.json says which covariance gave the std, and that the model-error allowance
+    # widened J/m's alone (mu is a lower bound here)
     assert extra["covariance"]["used"] == "linearized"
+    assert extra["covariance"]["model_error_allowance"]["J_over_m"] >= 0
+    assert "The std of J/m also includes" in data["validation"]["std_covers"]
     assert extra["covariance"]["bootstrap_requested"] is False
 
 
