@@ -149,6 +149,11 @@ class IpoptSettings:
     (the data reject the first); within that the two are the same fit to the data's
     precision and the first is kept, so adding a start does not move a fit it cannot
     improve. Empty by default; the drop path sets it (``drop_checks.fit_multistart``).
+    ``mu_probe_gap``: where the solution slides, mu is probed once below and once above it
+    (``_probe_mu``: the same NLP with mu boxed outside ±gap × mu of the solution); a probe
+    replaces the solution where it lies inside its box (a local minimum of the unboxed
+    problem) with an objective lower by more than ``LIKELIHOOD_RATIO_95`` / 2. None: no
+    probe.
     """
 
     h_max: float = 1e-3
@@ -173,6 +178,7 @@ class IpoptSettings:
     mu_starts: tuple[float, ...] = ()
     friction_weight: float = 1.0
     friction_raise: float | None = None
+    mu_probe_gap: float | None = 0.1
 
 
 @dataclass(frozen=True)
@@ -332,6 +338,19 @@ def identify_contact(
         problem, sol, other = _better(problem, sol, t_m, q_m, geometry, weights, "coulomb")
         restarts.append(other)
         wall, iterations = wall + other["wall"], iterations + other["iterations"]
+    if (
+        settings.mu_probe_gap is not None
+        and contact_steps(sol["parts"], frame_t, settings).sliding.any()
+    ):
+        # Probes of mu away from the solution. Starts in mu do not reach every basin: on
+        # the mu = 0.3 throw (120 fps, seed 140 of the drop coverage study) mu0 = 0.1, 0.2,
+        # 0.3, 0.35 and 0.5 all ended at mu 0.3765 (objective 80.8, 14 std off), while mu
+        # boxed below 0.355 ended inside its box at 0.310 with objective 71.4.
+        for below in (True, False):
+            problem, sol, other = _probe_mu(problem, sol, t_m, q_m, geometry, settings, below)
+            if other is not None:
+                restarts.append(other)
+                wall, iterations = wall + other["wall"], iterations + other["iterations"]
     parts = sol["parts"]
     return ContactFit(
         j_over_m=float(parts["r_hat"]) * geometry.a**2,
@@ -454,24 +473,11 @@ def impacts(parts: dict, frame_t, settings: IpoptSettings) -> Impacts:
     return Impacts(first, last, total_pn, total_pt, before, after, slides, miss, miss > noise)
 
 
-def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=None, margin=0.0):
-    """Solve once more from the warm start with the tighter initial cone ``mu_initial``
-    (default ``settings.retry_mu_initial``; same weights) and keep it where its objective is
-    lower by more than ``margin``: (problem, solution, record of the restart for ``stats``:
-    both solutions' objective, J/m, mu, chi^2 and Gamma, "first" the one before the
-    restart, and which was kept).
-
-    The initial cone changes only the start point (mu^0 and the clipping of the warm start's
-    tangential impulses), not the NLP, so the step-wise NLP is not built again (~1 s for
-    1200 steps): its solver is reused with the new start."""
-    mu0 = settings.retry_mu_initial if mu_initial is None else mu_initial
-    tighter = replace(settings, mu_initial=mu0)
-    if settings.structure == "stepwise":
-        retry = replace(problem, x0=_initial_point(problem.t, t_m, q_m, geometry, tighter)[0])
-    else:
-        retry = build_nlp(t_m, q_m, geometry, tighter)
-    other = _solve(retry, retry.x0)
-    record = {
+def _restart_record(geometry, problem, sol, retry, other, mu0: float, reason: str) -> dict:
+    """A restart for ``ContactFit.stats["restarts"]``: both solutions' objective, J/m, mu,
+    chi^2 and Gamma ("first" the one before it), its initial mu, reason, wall time (s) and
+    iterations."""
+    return {
         "mu_initial": mu0,
         "reason": reason,
         "objective": other["f"],
@@ -490,8 +496,69 @@ def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=
             for name, p, s in (("first", problem, sol), ("restart", retry, other))
         },
     }
+
+
+def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=None, margin=0.0):
+    """Solve once more from the warm start with the tighter initial cone ``mu_initial``
+    (default ``settings.retry_mu_initial``; same weights) and keep it where its objective is
+    lower by more than ``margin``: (problem, solution, record of the restart for ``stats``:
+    both solutions' objective, J/m, mu, chi^2 and Gamma, "first" the one before the
+    restart, and which was kept).
+
+    The initial cone changes only the start point (mu^0 and the clipping of the warm start's
+    tangential impulses), not the NLP, so the step-wise NLP is not built again (~1 s for
+    1200 steps): its solver is reused with the new start."""
+    mu0 = settings.retry_mu_initial if mu_initial is None else mu_initial
+    tighter = replace(settings, mu_initial=mu0)
+    if settings.structure == "stepwise":
+        retry = replace(problem, x0=_initial_point(problem.t, t_m, q_m, geometry, tighter)[0])
+    else:
+        retry = build_nlp(t_m, q_m, geometry, tighter)
+    other = _solve(retry, retry.x0)
+    record = _restart_record(geometry, problem, sol, retry, other, mu0, reason)
     if other["f"] < sol["f"] - margin:
         return retry, other, record | {"kept": "restart"}
+    return problem, sol, record | {"kept": "first"}
+
+
+# mu's index in the NLP's variables (r_hat, mu, ...), both structures
+_MU = 1
+
+
+def _probe_mu(problem, sol, t_m, q_m, geometry, settings, below: bool):
+    """Solve the NLP with mu boxed away from ``sol``'s mu (below: [lower bound, mu (1 −
+    gap)], started at that box's upper edge; above: [mu (1 + gap), upper bound], started at
+    its lower edge; gap ``settings.mu_probe_gap``) and keep the probe where its mu lies
+    inside the box by more than 1 % of mu (so it is a local minimum of the unboxed NLP, not
+    the box's edge) and its objective is lower by more than ``LIKELIHOOD_RATIO_95`` / 2.
+    Returns (problem with the original bounds, solution, record as ``_better``'s with
+    ``box``; None where the box is empty)."""
+    mu = float(sol["parts"]["mu"])
+    lo, hi = settings.mu_bounds
+    gap, edge_tol = settings.mu_probe_gap * mu, 0.01 * mu
+    box = (lo, mu - gap) if below else (mu + gap, hi)
+    if box[1] - box[0] <= 2 * edge_tol:
+        return problem, sol, None
+    start = replace(settings, mu_initial=box[1] if below else box[0])
+    if settings.structure == "stepwise":
+        x0 = _initial_point(problem.t, t_m, q_m, geometry, start)[0]
+    else:
+        x0 = build_nlp(t_m, q_m, geometry, start).x0
+    lbx, ubx = problem.lbx.copy(), problem.ubx.copy()
+    lbx[_MU], ubx[_MU] = box
+    boxed = replace(problem, lbx=lbx, ubx=ubx)
+    other = _solve(boxed, x0)
+    found = float(other["parts"]["mu"])
+    inside = box[0] + edge_tol < found < box[1] - edge_tol
+    record = _restart_record(geometry, problem, sol, boxed, other, start.mu_initial,
+                             "mu probe " + ("below" if below else "above"))  # fmt: skip
+    record |= {"box": [float(box[0]), float(box[1])], "inside": inside}
+    if not inside:  # the box's edge is no solution of the NLP: no competing basin either
+        record["solutions"].pop("restart")
+    if inside and other["f"] < sol["f"] - 0.5 * LIKELIHOOD_RATIO_95:
+        # an interior solution is a KKT point of the unboxed NLP too: refits and the
+        # covariance see the original bounds
+        return problem, other, record | {"kept": "restart"}
     return problem, sol, record | {"kept": "first"}
 
 
