@@ -21,7 +21,7 @@ restitution's own 400-draw test below is in it); the linearized std erratic (in
 ``test_bootstrap_std_is_stable...``). The frames' restitution std is also checked over 400
 draws (default run, ~2.5 s), and the probe of mu that found seed 140's basin (held-out
 seeds 100-149; default run, ~10 s). `-m slow`: 8 passed, 4 strict xfails, ~10 min wall on
-two worker processes (the probes moved no fit of seeds 0-49).
+two worker processes (the probe moved no fit of seeds 0-49).
 """
 
 import numpy as np
@@ -359,8 +359,8 @@ def test_a_probe_of_mu_finds_the_basin_that_no_start_reaches():
     # 0.2, 0.3, 0.35 and 0.5 ended at mu 0.3765 (objective 80.8; the bootstrap's std 0.006,
     # so 14 std from the truth 0.3), and mu boxed below 0.355 ended inside its box at 0.310
     # with objective 71.4: a better local minimum of the unboxed NLP. The probe below the
-    # solution (``ipopt_contact._probe_mu``) finds it. 0.02 is the largest error of
-    # seeds 0-49 (test_the_multistart_on_mu_keeps_every_fit_in_the_truths_basin).
+    # solution (``ipopt_contact._probe_mu``) finds it. 0.02 is the bound the slow test puts
+    # on every error of seeds 0-49 (test_the_multistart_on_mu_keeps_every_fit_in_the_...).
     from dataclasses import replace
 
     from physid.estimation.ipopt_contact import identify_contact
