@@ -320,6 +320,7 @@ def identify_contact(
         penalty_raised = _fit_is_plausible(stiffer, tried)
         if penalty_raised:
             problem, sol = stiffer, tried
+    weights = raised if penalty_raised else settings  # the NLP's weights from here on
     # (The restart after a failed chi^2 test, with the same weights, already was this one.)
     fresh = penalty_raised or not restarts
     if fresh and impact_breaks_coulomb(sol) and retry:
@@ -333,7 +334,6 @@ def identify_contact(
         # test (``breaks_coulomb``) fired on the benchmark throw (mu = 0.3, 240 fps, seed 0)
         # for a first impact 12 % inside the cone in one step, 0.16 m/s in total, and a
         # 0.04 m/s impulse beside it, and paid a second solve that was not kept.
-        weights = raised if penalty_raised else settings
         problem, sol, other = _better(problem, sol, t_m, q_m, geometry, weights, "coulomb")
         restarts.append(other)
         wall, iterations = wall + other["wall"], iterations + other["iterations"]
@@ -348,7 +348,7 @@ def identify_contact(
         # spurious basins are the l1 penalty's, which buys a larger mu by violating (18)
         # (Gamma 9-17 against 2-4): over 150 draws a probe above ended inside its box 4
         # times, each in that basin (mu 0.36-0.37, objective 11-18 higher), never better.
-        problem, sol, other = _probe_mu(problem, sol, t_m, q_m, geometry, settings)
+        problem, sol, other = _probe_mu(problem, sol, t_m, q_m, geometry, weights)
         if other is not None:
             restarts.append(other)
             wall, iterations = wall + other["wall"], iterations + other["iterations"]
@@ -499,6 +499,15 @@ def _restart_record(geometry, problem, sol, retry, other, mu0: float, reason: st
     }
 
 
+def _restarted(problem, t_m, q_m, geometry, settings) -> _Problem:
+    """``problem`` started afresh from ``settings.mu_initial`` (the warm start's tangential
+    impulses clipped to that cone): the step-wise NLP keeps its built solver with the new
+    ``x0``; the dense one is built again."""
+    if settings.structure == "stepwise":
+        return replace(problem, x0=_initial_point(problem.t, t_m, q_m, geometry, settings)[0])
+    return build_nlp(t_m, q_m, geometry, settings)
+
+
 def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=None, margin=0.0):
     """Solve once more from the warm start with the tighter initial cone ``mu_initial``
     (default ``settings.retry_mu_initial``; same weights) and keep it where its objective is
@@ -510,11 +519,7 @@ def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=
     tangential impulses), not the NLP, so the step-wise NLP is not built again (~1 s for
     1200 steps): its solver is reused with the new start."""
     mu0 = settings.retry_mu_initial if mu_initial is None else mu_initial
-    tighter = replace(settings, mu_initial=mu0)
-    if settings.structure == "stepwise":
-        retry = replace(problem, x0=_initial_point(problem.t, t_m, q_m, geometry, tighter)[0])
-    else:
-        retry = build_nlp(t_m, q_m, geometry, tighter)
+    retry = _restarted(problem, t_m, q_m, geometry, replace(settings, mu_initial=mu0))
     other = _solve(retry, retry.x0)
     record = _restart_record(geometry, problem, sol, retry, other, mu0, reason)
     if other["f"] < sol["f"] - margin:
@@ -538,18 +543,14 @@ def _probe_mu(problem, sol, t_m, q_m, geometry, settings):
     box = (settings.mu_bounds[0], mu - gap)
     if box[1] - box[0] <= 2 * edge_tol:
         return problem, sol, None
-    start = replace(settings, mu_initial=box[1])
-    if settings.structure == "stepwise":
-        x0 = _initial_point(problem.t, t_m, q_m, geometry, start)[0]
-    else:
-        x0 = build_nlp(t_m, q_m, geometry, start).x0
-    lbx, ubx = problem.lbx.copy(), problem.ubx.copy()
+    started = _restarted(problem, t_m, q_m, geometry, replace(settings, mu_initial=box[1]))
+    lbx, ubx = started.lbx.copy(), started.ubx.copy()
     lbx[_MU], ubx[_MU] = box
-    boxed = replace(problem, lbx=lbx, ubx=ubx)
-    other = _solve(boxed, x0)
+    boxed = replace(started, lbx=lbx, ubx=ubx)
+    other = _solve(boxed, boxed.x0)
     found = float(other["parts"]["mu"])
     inside = box[0] + edge_tol < found < box[1] - edge_tol
-    record = _restart_record(geometry, problem, sol, boxed, other, start.mu_initial, "mu probe")
+    record = _restart_record(geometry, problem, sol, boxed, other, box[1], "mu probe")
     record |= {"box": [float(box[0]), float(box[1])], "inside": inside}
     if not inside:  # the box's edge is no solution of the NLP: no competing basin either
         record["solutions"].pop("restart")
