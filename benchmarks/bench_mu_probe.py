@@ -21,10 +21,10 @@ from physid.rigs.pipeline.drop_coverage import SLIDING, throw
 
 
 def timed_fit(t_m, q_m, geometry, settings) -> tuple[float, float]:
-    """(CPU s, fitted mu) of one ``fit_multistart``."""
-    found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
+    """(CPU s, fitted mu) of one fit as the drop path fits frames (``fit_frames``: the
+    frames' impacts, then ``fit_multistart``)."""
     c0 = time.process_time()
-    fit, _ = drop_checks.fit_multistart(t_m, q_m, geometry, settings, found)
+    fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
     return time.process_time() - c0, fit.mu
 
 

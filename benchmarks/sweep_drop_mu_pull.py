@@ -1,7 +1,7 @@
 """The drop NLP's error against the pull on mu (issue 24): the Section 6.1 throw fitted as the
-drop path fits it (``drop_checks.fit_multistart``, no covariance) from independent noise
-draws, with ``[method] mu_pull`` replaced; prints the mean and sd of the errors of J/m and mu
-per pull. docs/validation.md ("The pull on mu is a lever on its bias").
+drop path fits it (``drop_checks.fit_frames``: the multi-start, no covariance) from
+independent noise draws, with ``[method] mu_pull`` replaced; prints the mean and sd of the
+errors of J/m and mu per pull. docs/validation.md ("The pull on mu is a lever on its bias").
 
     python benchmarks/sweep_drop_mu_pull.py [--pulls 10,300] [--seeds 20] [--noise 1e-3]
         [--mu 0.3] [--workers 2]
@@ -26,8 +26,7 @@ def fit_errors(pull: float, seed: int, noise: float, mu: float) -> tuple[float, 
     spec, geometry, t_m, q_true, truth = throw(replace(SLIDING, mu=mu, noise=noise))
     q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * noise
     settings = replace(ipopt_settings(spec, (noise, noise)), mu_pull=pull)
-    found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
-    fit, _ = drop_checks.fit_multistart(t_m, q_m, geometry, settings, found)
+    fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
     return fit.j_over_m - truth["J_over_m"], fit.mu - truth["mu"]
 
 
