@@ -8,8 +8,12 @@ bootstrap's.
 
     python benchmarks/bench_drop_coverage.py [--case sliding|no-slip] [--seeds 50]
         [--first-seed 0] [--draws 20] [--truth-rate 240000] [--jsonl rows.jsonl]
-        [--probes fine,path,irc1200,fine-noisy] [--warm-probes]
+        [--probes fine,path,irc1200,fine-noisy] [--warm-probes] [--throws]
     python benchmarks/bench_drop_coverage.py --load rows.jsonl [--load more.jsonl]
+
+``--throws`` throws each dataset from its own initial state (``DropCase.throws``), so the
+model error differs between datasets; with ``--truth-rate 24000`` the truth is converged
+IRC (docs/validation.md, "Varied throws").
 
 The issue asks 60-76 % within 1 std and at least 95 % within 2 std per class. Also prints
 the cost of a fit and of its bootstrap (wall and CPU, medians over the datasets).
@@ -125,6 +129,9 @@ def main() -> None:
                         "from the fit's solution")  # fmt: skip
     parser.add_argument("--truth-rate", type=float, help="IRC steps per s of the truth "
                         "(default: the spec's 1200, the paper's)")  # fmt: skip
+    parser.add_argument("--throws", action="store_true", help="each dataset thrown from its "
+                        "own initial state (drop_coverage.THROW_SPREAD), so the NLP's model "
+                        "error differs between datasets")  # fmt: skip
     parser.add_argument("--jsonl", help="append each seed's row to this file as it is done")
     parser.add_argument("--workers", type=int, default=1, help="processes sharing the seeds")
     parser.add_argument("--load", action="append", help="print the table of rows in JSONL files")
@@ -138,7 +145,7 @@ def main() -> None:
         return
     case = replace(SLIDING if args.case == "sliding" else NO_SLIP, draws=args.draws,
                    probes=tuple(p for p in args.probes.split(",") if p),
-                   warm_probes=args.warm_probes,
+                   warm_probes=args.warm_probes, throws=args.throws,
                    truth_h=1.0 / args.truth_rate if args.truth_rate else None)  # fmt: skip
     print(f"case {args.case}: {case}; load average {os.getloadavg()}")
     start = time.perf_counter()
