@@ -22,6 +22,11 @@ restitution's own 400-draw test below is in it); the linearized std erratic (in
 draws (default run, ~2.5 s), and the probe of mu that found seed 140's basin (held-out
 seeds 100-149; default run, ~10 s). `-m slow`: 8 passed, 4 strict xfails, ~10 min wall on
 two worker processes (the probe moved no fit of seeds 0-49).
+
+Throws other than the Section 6.1 one (``DropCase.throws``, ten throws from their own
+initial states, converged IRC truth; the last tests): the std calibrated on one throw does
+not cover J/m and mu there (2 strict xfails, 2.5 min wall on two processes;
+docs/validation.md, "Varied throws").
 """
 
 import numpy as np
@@ -377,3 +382,47 @@ def test_a_probe_of_mu_finds_the_basin_that_no_start_reaches():
     assert [r["reason"] for r in kept] == ["mu probe"]
     assert kept[0]["objective"] < kept[0]["first"] - 0.5 * BASIN_CHI2
     assert kept[0]["box"][0] < fit.mu < kept[0]["box"][1]
+
+
+# ---------------------------------------------------------------- throws other than 6.1's
+
+VARIED = DropCase(mu=0.3, throws=True, truth_h=1.0 / 24000)
+
+
+def test_varied_throws_are_reproducible_distinct_and_bounce_on_the_bar():
+    # The study's premise: each seed's throw is its own (so its model error is), the same
+    # on every run (the seed fixes it), and a drop the path can fit (two or more impacts
+    # that the frames resolve within the 0.4 s window, as the Section 6.1 throw's two).
+    first = [throw(VARIED, seed)[3] for seed in (0, 1)]
+    assert np.array_equal(first[0], throw(VARIED, 0)[3])
+    assert np.max(np.abs(first[0] - first[1])) > 0.01  # m or rad: distinct throws
+    _, geometry, t_m, q_true, _ = throw(VARIED, 0)
+    assert len(drop_checks.impact_consistency(t_m, q_true, geometry, 1e-3, 1e-3)) >= 2
+
+
+@pytest.fixture(scope="module")
+def varied_rows():
+    # ten throws from their own initial states (DropCase.throws), converged IRC as the
+    # truth (1/24000 s); ~45 s CPU each with the default bootstrap, on two processes
+    return run_drop_case(VARIED, range(10), workers=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", ["J/m (inertia)", "mu (friction)"])
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="measured 2026-11-26 on seeds 0-9: J/m 8 of 10 within 2 std (z -3.8 and -7.9 on "
+    "throws 3 and 6), mu 8 of 10 (z +4.1 and +8.5 on throws 0 and 2); over 50 throws J/m "
+    "68 / 88 % and mu 29 / 53 % within 1 / 2 std, mu's error +0.020 on average for a median "
+    "std of 0.0060. With the noise the NLP's objective itself rejects the truth (mu fixed "
+    "at 0.3: 2 x objective up by 19-40 on throws 0, 25, 31, 43, 46) while noise-free "
+    "frames fit mu 0.3013, 0.3079, 0.2984 on throws 2, 25, 43 (throw 31: 0.3193, a model "
+    "error); the "
+    "bootstrap's warm refits keep the fit's contact mode and see a third of mu's spread "
+    "over noise draws (docs/validation.md, 'Varied throws')",
+)
+def test_reported_std_covers_the_truth_on_varied_throws(varied_rows, cls):
+    # With a calibrated std 9 or 10 of 10 errors lie within 2 std with probability 0.91.
+    c = drop_coverage(varied_rows)["reported"][cls]
+    assert c["n"] == 10 and c["within_2_std"] >= 0.9, c
