@@ -414,7 +414,7 @@ def varied_rows():
     raises=AssertionError,
     reason="measured 2026-11-26 on seeds 0-9: J/m 8 of 10 within 2 std (z -3.8 and -7.9 on "
     "throws 3 and 6), mu 8 of 10 (z +4.1 and +8.5 on throws 0 and 2); over 50 throws J/m "
-    "68 / 88 % and mu 29 / 53 % within 1 / 2 std, mu's error +0.020 on average for a median "
+    "68 / 88 % and mu 29 / 53 % within 1 / 2 std, mu's error +0.016 on average for a median "
     "std of 0.0060. With the noise the NLP's objective itself rejects the truth (mu fixed "
     "at 0.3: 2 x objective up by 19-40 on throws 0, 25, 31, 43, 46) while noise-free "
     "frames fit mu 0.3013, 0.3079, 0.2984 on throws 2, 25, 43 (throw 31: 0.3193, a model "
