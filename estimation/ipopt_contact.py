@@ -267,6 +267,8 @@ def identify_contact(
     problem = build_nlp(t_m, q_m, geometry, settings)
     build = time.perf_counter() - t0
     sol = _solve(problem, problem.x0)
+    # the solves that are no restart (the first, the raised friction weight's); the
+    # restarts' own are added from their records at the end
     wall, iterations = sol["wall"], sol["iterations"]
     frame_t = problem.t[problem.frame_index]
 
@@ -291,7 +293,6 @@ def identify_contact(
             margin=0.5 * LIKELIHOOD_RATIO_95,
         )  # fmt: skip
         restarts.append(other)
-        wall, iterations = wall + other["wall"], iterations + other["iterations"]
     retry = settings.retry_mu_initial is not None and settings.retry_mu_initial not in tried_mu
     if not _fit_is_plausible(problem, sol) and retry:
         # Goodness-of-fit test failed: IPOPT ended in a local minimum of the nonconvex
@@ -301,7 +302,6 @@ def identify_contact(
         # chi^2/n = 3.8, mu0 = 0.2 the truth within 0.1 % (chi^2/n = 1.2).
         problem, sol, other = _better(problem, sol, t_m, q_m, geometry, settings, "chi2")
         restarts.append(other)
-        wall, iterations = wall + other["wall"], iterations + other["iterations"]
     penalty_raised = False
     if settings.friction_raise is not None and breaks_coulomb(sol):
         # A step slips visibly against (18), inside the cone or with the friction along the
@@ -336,7 +336,6 @@ def identify_contact(
         # 0.04 m/s impulse beside it, and paid a second solve that was not kept.
         problem, sol, other = _better(problem, sol, t_m, q_m, geometry, weights, "coulomb")
         restarts.append(other)
-        wall, iterations = wall + other["wall"], iterations + other["iterations"]
     if (
         settings.mu_probe_gap is not None
         and contact_steps(sol["parts"], frame_t, settings).sliding.any()
@@ -351,7 +350,8 @@ def identify_contact(
         problem, sol, other = _probe_mu(problem, sol, t_m, q_m, geometry, weights)
         if other is not None:
             restarts.append(other)
-            wall, iterations = wall + other["wall"], iterations + other["iterations"]
+    wall += sum(r["wall"] for r in restarts)
+    iterations += sum(r["iterations"] for r in restarts)
     parts = sol["parts"]
     return ContactFit(
         j_over_m=float(parts["r_hat"]) * geometry.a**2,
