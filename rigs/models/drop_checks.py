@@ -55,6 +55,7 @@ from physid.estimation.prediction import (
     window_starts,
 )
 from physid.estimation.uncertainty import batch_means, positive_part
+from physid.rigs.models.drop_flights import impact_flights
 
 RESOLVED = 3.0  # an impulse, spin change or moment counts when above this many noise std
 BATCHES = 10  # blocks of frames of the batch-means covariance (as for the hinged rigs)
@@ -205,41 +206,70 @@ def inconsistency_message(path, found: list[dict]) -> str | None:
     )
 
 
-def restitution(found: list[dict], sigma_pos: float, frame_dt: float) -> dict:
-    """ε of the impacts the frames resolve (:func:`impact_consistency`): −v_n⁺/v_n⁻ of the
-    contact point's normal velocity from the frames just before and after each impact that
-    approaches visibly (not a rolling contact, and ε ≤ 1), pooled as their mean weighted by
-    the squared approach speed (ε's error from the frames' noise is inversely proportional
-    to it: a contact that rolls in at 8 mm/s gives ε = 0 and weighs nothing). Its std is
-    the frames' velocity noise σ_v propagated, σ_v √(1 + ε²) / √(Σ v_n⁻²) (ε = −v_n⁺/v_n⁻
-    from two independent frame differences: δε = (δv_n⁺ + ε δv_n⁻)/|v_n⁻|), or the weighted
-    spread over √n where the impacts disagree more than that noise explains (its square
-    above the noise's times χ²'s 95 % point over its ν = n_eff − 1 degrees of freedom: a
-    spread of two or three impacts is itself a noisy number, and taking it wherever it was
-    larger put 75 % of 400 noise draws within 1 std; 72 % gated). From the frames, not the
-    fit: the NLP (IGC) has no restitution, and its velocity right after an impact's steps
-    need not be the bounce (the sample drop's fit gave 0.0 for a truth of 0.2)."""
+def restitution(found: list[dict], sigma_pos: float, frame_dt: float,
+                flights: list[dict | None] | None = None) -> dict:  # fmt: skip
+    """ε of the impacts the frames resolve (:func:`impact_consistency`), pooled. Each
+    impact's own ε is, where ``flights`` (``drop_flights.impact_flights``, one per impact of
+    ``found``) has a usable record, −v_n⁺/v_n⁻ at the impact instant from the ballistic
+    flights on either side, with their propagated std; else −v_n⁺/v_n⁻ of the contact point's
+    normal velocity from the frames just before and after the impact where it approaches
+    visibly (not a rolling contact, and ε ≤ 1), whose std is the frames' velocity noise σ_v
+    propagated, σ_v √(1 + ε²) / |v_n⁻| (ε = −v_n⁺/v_n⁻ from two independent frame differences:
+    δε = (δv_n⁺ + ε δv_n⁻)/|v_n⁻|; ε the pooled value). They are pooled by inverse variance
+    (for frame differences alone, weights v_n⁻²: a contact that rolls in at 8 mm/s gives
+    ε = 0 and weighs nothing); the std is the pooled one, or the weighted spread over √n
+    where the impacts disagree more than that noise explains (its square above the noise's
+    times χ²'s 95 % point over its ν = n_eff − 1 degrees of freedom: a spread of two or
+    three impacts is itself a noisy number, and taking it wherever it was larger put 75 % of
+    400 noise draws within 1 std; 72 % gated). From the frames, not the fit: the NLP (IGC)
+    has no restitution, and its velocity right after an impact's steps need not be the
+    bounce (the sample drop's fit gave 0.0 for a truth of 0.2)."""
     # (ε > 1 would be an impact that gains energy: no rigid impact, a misread contact.)
-    per = [f for f in found if f.get("restitution") is not None and f["restitution"] <= 1.0]
+    flights = flights if flights is not None else [None] * len(found)
+    per = []  # (t, approach m/s, eps, variance or None for a frame difference's, source)
+    for f, fl in zip(found, flights, strict=True):
+        if fl is not None and fl["usable"]:
+            per.append((f["t"], fl["approach_m_s"], fl["restitution"],
+                        fl["restitution_std"] ** 2, "flights"))  # fmt: skip
+        elif f.get("restitution") is not None and f["restitution"] <= 1.0:
+            per.append((f["t"], f["approach_m_s"], f["restitution"], None, "frame differences"))
     if not per:
         return {"value": None, "std": None, "impacts": []}
-    e = np.array([f["restitution"] for f in per])
-    w = np.array([f["approach_m_s"] ** 2 for f in per])
-    mean = float(np.sum(w * e) / np.sum(w))
+    e = np.array([p[2] for p in per])
+    approach2 = np.array([p[1] ** 2 for p in per])
+    own_var = np.array([np.nan if p[3] is None else p[3] for p in per])
+    differences = np.isnan(own_var)
     noise = math.sqrt(2.0) * sigma_pos / frame_dt  # a frame difference's velocity noise
     # (Was sqrt(2) noise / sqrt(sum w), as if the bounce carried the approach's noise at full
     # weight: over 399 noise draws of the mu = 0.3 throw 87 / 99 % of the errors fell within
     # 1 / 2 std, median |z| 0.43; propagated, 75 / 97 %, 0.58: docs/validation.md.)
-    std = noise * math.sqrt(1.0 + mean**2) / math.sqrt(float(np.sum(w)))
+    mean = float(np.mean(e))
+    for _ in range(3):  # a frame difference's variance holds the pooled value: settle it
+        var = np.where(differences, noise**2 * (1.0 + mean**2) / approach2, own_var)
+        w = 1.0 / var
+        mean = float(np.sum(w * e) / np.sum(w))
+    var = np.where(differences, noise**2 * (1.0 + mean**2) / approach2, own_var)
+    w = 1.0 / var
+    std = 1.0 / math.sqrt(float(np.sum(w)))
     if len(e) > 1:  # the spread, where it exceeds what the noise explains (at 95 %)
         n_eff = float(np.sum(w) ** 2 / np.sum(w**2))
         nu = max(n_eff - 1.0, 1.0)
         spread = math.sqrt(float(np.sum(w * (e - mean) ** 2) / np.sum(w)) / nu)
         if spread**2 > std**2 * chi2_dist.ppf(0.95, nu) / nu:
             std = spread
-    impacts_ = [{"t": f["t"], "approach_m_s": f["approach_m_s"], "restitution": f["restitution"]}
-                for f in per]  # fmt: skip
+    impacts_ = [{"t": t, "approach_m_s": a, "restitution": r, "source": src}
+                for t, a, r, _, src in per]  # fmt: skip
     return {"value": mean, "std": std, "impacts": impacts_}
+
+
+def frames_restitution(t_m, q_m, geometry, found: list[dict], sigma_pos: float,
+                       sigma_theta: float) -> dict:  # fmt: skip
+    """:func:`restitution` of frames ``q_m`` at ``t_m`` with the ballistic flights at each
+    impact's instant (``drop_flights.impact_flights``) where they are usable; ``sigma_pos``
+    (m), ``sigma_theta`` (rad): the frames' own noise (:func:`frame_noise`)."""
+    flights = impact_flights(t_m, q_m, geometry, found, sigma_pos, sigma_theta)
+    frame_dt = float(np.median(np.diff(np.asarray(t_m, float))))
+    return restitution(found, sigma_pos, frame_dt, flights)
 
 
 def objective_point(fit, settings) -> dict:

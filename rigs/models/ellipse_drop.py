@@ -854,9 +854,7 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
     neither again."""
     std_jm, std_mu = (float(v) for v in cov["std"])
     friction = friction_report(fit, settings, std_mu)
-    frame_dt = float(np.median(np.diff(t_m)))
-    own = drop_checks.frame_noise(q_m)[0]
-    eps = drop_checks.restitution(found, own, frame_dt)
+    eps = drop_checks.frames_restitution(t_m, q_m, geometry, found, *drop_checks.frame_noise(q_m))
     lo, hi = settings.j_over_m_bounds
     jm_bound = str(bound_flags([fit.j_over_m], [lo], [hi], [settings.j_over_m_initial])[0])
     mu_bound = str(bound_flags([fit.mu], [settings.mu_bounds[0]], [settings.mu_bounds[1]],
@@ -1009,8 +1007,11 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         if friction["identifiable"]
         else "no contact step slides: mu is only bounded below by max |c_t|/c_n",
     }
-    ident["restitution"] = eps | {"note": "from frame differences across each impact: the "
-                                   "output-error fit's start"}  # fmt: skip
+    ident["restitution"] = eps | {
+        "note": "each impact's from the ballistic flights either side of it at the impact "
+        "instant where they meet, else from frame differences across it (each impact's "
+        "'source'); pooled; the output-error fit's start"
+    }
     ident["output_error"] = oe.to_dict() | {
         "accepted": accepted,
         "note": "the reported values and std" if accepted else _oe_refusal(oe),

@@ -385,14 +385,15 @@ def _summary(row: dict) -> str:
 
 
 def _restitution(fit, t_m, q_m, geometry, noise, draws: int, seed: int):
-    """The bootstrap std of the frames' restitution estimate (``drop_checks.restitution``)
-    on the re-noised copies of the fit's prediction (the same noise draws as the NLP's
-    bootstrap: same seed, same shape); None where the frames give no restitution."""
-    dt = float(np.median(np.diff(t_m)))
+    """The bootstrap std of the frames' restitution estimate
+    (``drop_checks.frames_restitution``) on the re-noised copies of the fit's prediction
+    (the same noise draws as the NLP's bootstrap: same seed, same shape); None where the
+    frames give no restitution."""
 
     def estimate(q):
-        found = drop_checks.impact_consistency(t_m, q, geometry, *drop_checks.frame_noise(q))
-        return drop_checks.restitution(found, drop_checks.frame_noise(q)[0], dt)
+        own = drop_checks.frame_noise(q)
+        found = drop_checks.impact_consistency(t_m, q, geometry, *own)
+        return drop_checks.frames_restitution(t_m, q, geometry, found, *own)
 
     if estimate(q_m)["value"] is None:
         return None
