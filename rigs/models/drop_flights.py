@@ -205,7 +205,8 @@ def _impact(t_m, q_m, geometry, surface, i: int, first: int, last: int, sigma) -
     # reads a bounce between the two (the Section 6.1 throw's second bounce: 0.25-0.31 for
     # 0.21). Two frames that are all there is (the record's start) are a flight.
     straddles = before.frames == 2 and before_cut
-    usable = record["meets"] and after.frames >= MIN_AFTER and physical and not straddles
+    # (A zero std, from noise-free frames, would leave nothing else any weight in the pool.)
+    usable = all((record["meets"], after.frames >= MIN_AFTER, physical, std > 0.0, not straddles))
     return record | {"restitution": eps, "restitution_std": std, "usable": bool(usable)}
 
 
