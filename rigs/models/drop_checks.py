@@ -243,13 +243,15 @@ def restitution(found: list[dict], sigma_pos: float, frame_dt: float,
     # (Was sqrt(2) noise / sqrt(sum w), as if the bounce carried the approach's noise at full
     # weight: over 399 noise draws of the mu = 0.3 throw 87 / 99 % of the errors fell within
     # 1 / 2 std, median |z| 0.43; propagated, 75 / 97 %, 0.58: docs/validation.md.)
+
+    def weights(mean: float) -> np.ndarray:  # inverse variances, a frame difference's at mean
+        return 1.0 / np.where(differences, noise**2 * (1.0 + mean**2) / approach2, own_var)
+
     mean = float(np.mean(e))
     for _ in range(3):  # a frame difference's variance holds the pooled value: settle it
-        var = np.where(differences, noise**2 * (1.0 + mean**2) / approach2, own_var)
-        w = 1.0 / var
+        w = weights(mean)
         mean = float(np.sum(w * e) / np.sum(w))
-    var = np.where(differences, noise**2 * (1.0 + mean**2) / approach2, own_var)
-    w = 1.0 / var
+    w = weights(mean)
     std = 1.0 / math.sqrt(float(np.sum(w)))
     if len(e) > 1:  # the spread, where it exceeds what the noise explains (at 95 %)
         n_eff = float(np.sum(w) ** 2 / np.sum(w**2))

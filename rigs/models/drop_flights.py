@@ -86,7 +86,7 @@ def _chi2_limit(p: float, dof: int) -> float:
     return float(chi2_dist.ppf(p, dof))
 
 
-def grow_flight(t_m, q_m, frames: np.ndarray, t0: float, sigma: np.ndarray):
+def longest_flight(t_m, q_m, frames: np.ndarray, t0: float, sigma: np.ndarray):
     """The longest run of ``frames`` (indices ordered away from the impact) that one
     ballistic flight explains (its χ² below ``FLIGHT_PASS``; None with fewer than 2), and
     whether the χ² cut it short (False: every frame is in it).
@@ -154,8 +154,8 @@ def _impact(t_m, q_m, geometry, surface, i: int, first: int, last: int, sigma) -
     """``impact_flights``' record of the impact in frame interval i (frames first..last free
     of other resolved impacts)."""
     t0 = 0.5 * (t_m[i] + t_m[i + 1])
-    before, before_cut = grow_flight(t_m, q_m, np.arange(i, first - 1, -1), t0, sigma)
-    after, _ = grow_flight(t_m, q_m, np.arange(i + 1, last + 1), t0, sigma)
+    before, before_cut = longest_flight(t_m, q_m, np.arange(i, first - 1, -1), t0, sigma)
+    after, _ = longest_flight(t_m, q_m, np.arange(i + 1, last + 1), t0, sigma)
     ground = surface[i] if surface[i] >= 0 else surface[i + 1]
     if before is None or after is None or ground < 0:
         return None

@@ -108,11 +108,17 @@ SLIDING = DropCase(mu=0.3)  # the first impact slides: mu identified
 NO_SLIP = DropCase(mu=0.9)  # nothing slides: mu only bounded below; J/m from the spin jumps
 
 
+def case_spec(case: DropCase):
+    """The ellipse-drop spec of the case (its true mu and camera rate), the same for every
+    throw of it."""
+    return with_overrides(load_spec("ellipse_drop"), {"mu": str(case.mu), "fps": str(case.fps)})
+
+
 def throw(case: DropCase, seed: int | None = None):
     """(spec, geometry, frame times [n], true poses [n, 3], truth dict) of the case; with
     ``case.throws`` and a ``seed``, from the Section 6.1 initial state moved by a uniform
     draw within ``THROW_SPREAD`` (its own generator, seeded ``seed + THROW_SEED_OFFSET``)."""
-    spec = with_overrides(load_spec("ellipse_drop"), {"mu": str(case.mu), "fps": str(case.fps)})
+    spec = case_spec(case)
     ellipse, ground = rig_geometry(spec)
     geometry = contact_geometry(spec, ground)
     eps = spec.value("restitution", "1", nonnegative=True)
@@ -162,14 +168,13 @@ def run_drop_case(
                 if progress is not None:
                     progress(_summary(rows[-1]))
             return rows
-    spec, geometry, t_m, q_true, truth = throw(case)
     sigma = np.array([case.noise, case.noise, case.noise])
-    settings = ipopt_settings(spec, (case.noise, case.noise))
+    settings = ipopt_settings(case_spec(case), (case.noise, case.noise))
+    fixed = None if case.throws else throw(case)  # (varied throws: each seed's own, below)
     rows = []
     for seed in seeds:
         t0, c0 = time.perf_counter(), time.process_time()
-        if case.throws:
-            spec, geometry, t_m, q_true, truth = throw(case, seed)
+        _, geometry, t_m, q_true, truth = throw(case, seed) if case.throws else fixed
         q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * sigma
         found = drop_checks.impact_consistency(t_m, q_m, geometry, *drop_checks.frame_noise(q_m))
         fit, _, cov, starts = _solve(f"seed {seed}", t_m, q_m, geometry, settings, found, QUIET)
