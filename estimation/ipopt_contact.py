@@ -633,6 +633,39 @@ def refit(warm: _Problem, fit: ContactFit, q_m: np.ndarray) -> dict:
     return {**sol, "cost_fit": problem.cost_fit(sol["x"])}
 
 
+def profile_mu(fit: ContactFit, mus, warm: _Problem | None = None) -> list[dict]:
+    """The NLP's profile in mu: for each value of ``mus``, the same NLP and data as ``fit``
+    with mu held there, solved warm from ``fit``'s primal-dual point (``warm``: a
+    ``warm_refit_solver`` of ``fit.problem``, built here when not given). Each as {mu,
+    j_over_m (m^2), cost_fit (chi^2), cost_gamma, objective (the NLP's, pull on mu
+    included, as ``fit``'s), status, success}; compare objectives with ``fit``'s at
+    0.5 cost_fit + cost_gamma + mu_pull mu.
+
+    Where the object slides the profile is one-sided (docs/validation.md, "The wall of the
+    profile in μ"): a wall below the fit, where the sliding impacts need more friction than mu
+    allows, and a floor above it, where a wider cone leaves the penalized impulses freer."""
+    warm = warm_refit_solver(fit.problem) if warm is None else warm
+    a2 = fit.j_over_m / float(fit.x[0])  # the NLP's variable is r_hat = (J/m) / a^2
+    out = []
+    for mu in mus:
+        lbx, ubx = warm.lbx.copy(), warm.ubx.copy()
+        lbx[_MU] = ubx[_MU] = float(mu)
+        held = replace(warm, lbx=lbx, ubx=ubx)
+        x0 = fit.x.copy()
+        x0[_MU] = float(mu)
+        sol = _run(held, x0=x0, lam_g0=fit.lam_g, lam_x0=fit.lam_x)
+        out.append({
+            "mu": float(mu),
+            "j_over_m": float(sol["parts"]["r_hat"]) * a2,
+            "cost_fit": held.cost_fit(sol["x"]),
+            "cost_gamma": float(held.f_gamma(sol["x"])),
+            "objective": sol["f"],
+            "status": sol["status"],
+            "success": sol["success"],
+        })  # fmt: skip
+    return out
+
+
 def _fit_is_plausible(problem: _Problem, sol: dict) -> bool:
     """Goodness of fit: chi^2 of the frames below n_obs + 5 sqrt(2 n_obs) (5 sigma).
 

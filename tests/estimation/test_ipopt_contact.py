@@ -21,6 +21,7 @@ from physid.estimation.ipopt_contact import (
     identify_contact,
     impacts,
     parameter_covariance,
+    profile_mu,
 )
 
 # Section 6 plywood ellipse, J/m = 756 mm^2, thrown with the initial conditions of 6.1.
@@ -116,6 +117,25 @@ def test_reported_std_within_factor_two_of_spread_over_noise_seeds():
     # then passed unnoticed as an xpass).
     empirical, reported = _ten_seed_spread()
     assert 0.5 < reported / empirical < 2.0, (empirical, reported)
+
+
+def test_the_profile_in_mu_has_a_wall_below_and_a_floor_above():
+    # Noise-free frames of the mu = 0.3 throw (120 fps, 0.4 s): its first impact slides,
+    # so its tangential impulse is mu times the normal one. With mu held 10 % below the
+    # truth no impulse in the cone gives it: measured, chi^2 rises from 1.7 to 151.5 (the
+    # bound 50 leaves room for a fit elsewhere in the wall's foot). 0.02 above the fit the
+    # cone only leaves the penalized impulses freer: chi^2 2.6, a rise of 0.9, where the
+    # test allows a tenth of the rise below. The profile solved at the fit's own mu is the
+    # fit: the warm start stays (objective 4e-5 off; 1 % is the parameter-settling stop's).
+    _, t_m, q_m = camera(mu=0.3, fps=120, duration=0.4, noise=0.0)
+    fit = identify_contact(t_m, q_m, GEOMETRY, IpoptSettings(j_over_m_initial=4e-4))
+    objective = 0.5 * fit.cost_fit + fit.cost_gamma + IpoptSettings().mu_pull * fit.mu
+    own, below, above = profile_mu(fit, [fit.mu, 0.27, fit.mu + 0.02])
+    assert own["objective"] == pytest.approx(objective, rel=0.01)
+    assert own["j_over_m"] == pytest.approx(fit.j_over_m, rel=1e-3)
+    assert below["cost_fit"] - fit.cost_fit > 50.0
+    assert above["cost_fit"] - fit.cost_fit < 0.1 * (below["cost_fit"] - fit.cost_fit)
+    assert all(p["success"] for p in (own, below, above))
 
 
 @pytest.mark.parametrize("noise", [0.0, 1e-3])
