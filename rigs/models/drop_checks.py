@@ -94,8 +94,9 @@ def fastest_point_speed(fit, geometry) -> float:
 
 
 def impact_consistency(t_m, q_m, geometry, sigma_pos: float, sigma_theta: float) -> list[dict]:
-    """The impacts the frames resolve, each with its spin change Δω (rad/s), the moment of its
-    impulse about the centre of mass per unit mass (m²/s), its own J/m where both are
+    """The impacts the frames resolve, each with its frame interval (``interval``, 0 the
+    first) and that interval's mid time ``t`` (s), its spin change Δω (rad/s), the moment of
+    its impulse about the centre of mass per unit mass (m²/s), its own J/m where both are
     resolved and agree in sign (m²), and ``consistent`` (False: the signs disagree).
 
     Candidates are frame intervals i whose neighbouring intervals' velocities (i−1 before,
@@ -152,6 +153,7 @@ def impact_consistency(t_m, q_m, geometry, sigma_pos: float, sigma_theta: float)
         out.append(
             {
                 "t": float(tm[i[j]]),
+                "interval": int(i[j]),  # the frame interval (i[j], i[j] + 1) of the impulse
                 "impulse_n_per_kg": p_n,
                 "impulse_t_per_kg": p_t,
                 "spin_change_rad_s": spin,

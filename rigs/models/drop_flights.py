@@ -105,17 +105,17 @@ def longest_flight(t_m, q_m, frames: np.ndarray, t0: float, sigma: np.ndarray):
 
 def impact_flights(t_m, q_m, geometry, found: list[dict], sigma_pos: float,
                    sigma_theta: float) -> list[dict | None]:  # fmt: skip
-    """For each impact of ``found`` (``drop_checks.impact_consistency``, in its order): the
-    flights before and after it and what they give at the impact instant t* (s), or None
-    where either flight has fewer than 2 frames or no surface is under the object:
+    """For each impact of ``found`` (``drop_checks.impact_consistency``, in its order; its
+    ``interval`` places it among the frames): the flights before and after it and what they
+    give at the impact instant t* (s), or None where either flight has fewer than 2 frames
+    or no surface is under the object:
     {t_star, meets, miss_chi2, frames_before, frames_after, approach_m_s, leave_m_s,
     restitution, restitution_std, usable}. ``usable``: the flights meet, the flight after
     has ``MIN_AFTER`` frames, the approach is resolved and the restitution lies within
     ``RESOLVED`` std of [0, 1]."""
     t_m, q_m = np.asarray(t_m, float), np.asarray(q_m, float)
     sigma = np.array([sigma_pos, sigma_pos, sigma_theta])
-    mid = 0.5 * (t_m[1:] + t_m[:-1])
-    where = [int(np.argmin(np.abs(mid - f["t"]))) for f in found]  # each impact's interval
+    where = [f["interval"] for f in found]
     ordered = sorted(set(where))
     surface = assign_surfaces(q_m, geometry)
     out = []
