@@ -531,6 +531,13 @@ def _better(problem, sol, t_m, q_m, geometry, settings, reason: str, mu_initial=
 _MU = 1
 
 
+def _mu_boxed(problem: _Problem, lower: float, upper: float) -> _Problem:
+    """``problem`` with mu's box [lower, upper] in place of its bounds (equal: mu held)."""
+    lbx, ubx = problem.lbx.copy(), problem.ubx.copy()
+    lbx[_MU], ubx[_MU] = lower, upper
+    return replace(problem, lbx=lbx, ubx=ubx)
+
+
 def _probe_mu(problem, sol, t_m, q_m, geometry, settings):
     """Solve the NLP with mu boxed below ``sol``'s mu, to [lower bound, mu (1 − gap)] (gap
     ``settings.mu_probe_gap``), started at the box's upper edge, and keep the probe where
@@ -544,9 +551,7 @@ def _probe_mu(problem, sol, t_m, q_m, geometry, settings):
     if box[1] - box[0] <= 2 * edge_tol:
         return problem, sol, None
     started = _restarted(problem, t_m, q_m, geometry, replace(settings, mu_initial=box[1]))
-    lbx, ubx = started.lbx.copy(), started.ubx.copy()
-    lbx[_MU], ubx[_MU] = box
-    boxed = replace(started, lbx=lbx, ubx=ubx)
+    boxed = _mu_boxed(started, *box)
     other = _solve(boxed, boxed.x0)
     found = float(other["parts"]["mu"])
     inside = box[0] + edge_tol < found < box[1] - edge_tol
@@ -648,9 +653,7 @@ def profile_mu(fit: ContactFit, mus, warm: _Problem | None = None) -> list[dict]
     a2 = fit.j_over_m / float(fit.x[0])  # the NLP's variable is r_hat = (J/m) / a^2
     out = []
     for mu in mus:
-        lbx, ubx = warm.lbx.copy(), warm.ubx.copy()
-        lbx[_MU] = ubx[_MU] = float(mu)
-        held = replace(warm, lbx=lbx, ubx=ubx)
+        held = _mu_boxed(warm, float(mu), float(mu))
         x0 = fit.x.copy()
         x0[_MU] = float(mu)
         sol = _run(held, x0=x0, lam_g0=fit.lam_g, lam_x0=fit.lam_x)
