@@ -1,6 +1,6 @@
-"""mu read from the wall of the NLP's profile, against the fit's mu (issue 24; a study, not
-the drop path's rule). Where the ellipse slides, the profile of the NLP's objective in mu is
-one-sided (``ipopt_contact.profile_mu``): a wall below the fit, where the sliding impacts
+"""mu read from the wall of the NLP's profile, against the fit's mu (issue 24; the study
+behind the rule's rise T). Where the ellipse slides, the profile of the NLP's objective in
+mu is one-sided (``ipopt_contact.profile_mu``): a wall below the fit, where the sliding impacts
 need more friction than mu allows, and a floor above, where a wider cone leaves the
 penalized impulses freer to absorb the noise, which pushes the fit up. This fits noise
 draws of the Section 6.1 throw (IRC truth at 1/1200 s, as the drop coverage study) and of
@@ -8,7 +8,9 @@ varied throws (``DropCase.throws``, converged IRC truth), solves the profile at 
 offsets from each fit, and reads the wall's mu where 2 x the objective has risen by T
 above the fit's (linear between the profile's points). Prints the error of the fit's mu
 and of the wall's for each T: mean, sd, RMS and median |error| over the draws
-(docs/validation.md, "The wall of the profile in μ").
+(docs/validation.md, "The wall of the profile in μ"). The drop path reads the wall at
+T = 1 (``ipopt_contact.mu_wall``, bracketed by its own offsets) where the NLP's values are
+reported; ``bench_drop_coverage.py`` measures that rule's coverage.
 
     python benchmarks/sweep_mu_wall.py [--seeds 50] [--workers 2] [--case fixed|varied|both]
 """
@@ -21,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from physid.estimation.ipopt_contact import profile_mu
+from physid.estimation.ipopt_contact import profile_mu, wall_crossing
 from physid.rigs.models import drop_checks
 from physid.rigs.models.ellipse_drop import ipopt_settings
 from physid.rigs.pipeline.drop_coverage import SLIDING, throw
@@ -32,14 +34,10 @@ CASES = {"fixed": SLIDING, "varied": replace(SLIDING, throws=True, truth_h=1 / 2
 
 
 def wall(points: list[tuple[float, float]], rise: float) -> float:
-    """The mu below the fit where the profile's (mu, 2 x objective rise) ``points`` (the
-    fit's (mu, 0) among them) first come down to ``rise``, linear between points; the
-    lowest mu where none lies above it."""
-    mu, d = (np.array(v) for v in zip(*sorted(points), strict=True))
-    k = int(np.flatnonzero(d <= rise)[0])
-    if k == 0:
-        return float(mu[0])
-    return float(mu[k - 1] + (mu[k] - mu[k - 1]) * (d[k - 1] - rise) / (d[k - 1] - d[k]))
+    """``ipopt_contact.wall_crossing`` of the profile's (mu, 2 x objective rise) ``points``,
+    or the lowest mu profiled where none rose by ``rise``."""
+    found = wall_crossing(points, rise)
+    return min(mu for mu, _ in points) if found is None else found
 
 
 def one(job: tuple[str, int]) -> dict:

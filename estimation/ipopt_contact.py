@@ -210,6 +210,7 @@ class ContactFit:
     lam_g: np.ndarray | None = None
     lam_x: np.ndarray | None = None
     problem: object = None
+    objective: float | None = None  # the NLP's objective at the solution (profile_mu's terms)
 
 
 def fine_grid(t_m: np.ndarray, h_max: float) -> tuple[np.ndarray, np.ndarray]:
@@ -366,6 +367,7 @@ def identify_contact(
         frame_index=problem.frame_index,
         cost_fit=problem.cost_fit(sol["x"]),
         cost_gamma=float(problem.f_gamma(sol["x"])),
+        objective=float(sol["f"]),
         iterations=iterations,
         success=sol["success"],
         status=sol["status"],
@@ -667,6 +669,64 @@ def profile_mu(fit: ContactFit, mus, warm: _Problem | None = None) -> list[dict]
             "success": sol["success"],
         })  # fmt: skip
     return out
+
+
+# The wall of the profile in mu (``mu_wall``): where twice the objective has risen by
+# WALL_RISE below the fit, bracketed by offsets WALL_STEP, 2 WALL_STEP, ... below it (at most
+# WALL_DOUBLINGS of them) and one bisection of the bracket. Why 1 and this bracket: over 50
+# noise draws of the Section 6.1 throw the wall at rises 1, 2 and 4 lay +0.0006, -0.0008 and
+# -0.0026 from the truth's mu (the fit's own mu +0.0052), its error's spread 0.0024
+# (docs/validation.md, "The wall of the profile in mu"); the wall lies 0.002-0.01 below the
+# fit there, so 0.0025 steps bracket it in two or three solves.
+WALL_RISE = 1.0
+WALL_STEP = 0.0025
+WALL_DOUBLINGS = 6
+
+
+def wall_crossing(points, rise: float) -> float | None:
+    """The mu nearest below the fit where twice the objective's rise first exceeds ``rise``,
+    linear between the profile's ``points`` [(mu, 2 x rise)] (the fit's (mu, 0) the
+    highest mu among them); None where no point below the fit exceeds it."""
+    mu, d = (np.array(v, float) for v in zip(*sorted(points, reverse=True), strict=True))
+    above = np.flatnonzero(d > rise)
+    if len(above) == 0 or above[0] == 0:
+        return None
+    k = int(above[0])
+    return float(mu[k - 1] + (mu[k] - mu[k - 1]) * (rise - d[k - 1]) / (d[k] - d[k - 1]))
+
+
+def mu_wall(fit: ContactFit, warm: _Problem | None = None, rise: float = WALL_RISE) -> dict:
+    """The wall of ``fit``'s profile in mu: the mu below the fit where twice the NLP's
+    objective has risen by ``rise`` (``profile_mu``; ``warm`` as there, for ``fit``'s
+    data). Where the object slides the profile is one-sided: the sliding impacts' tangential
+    impulses need mu at least at the wall, above it a floor the noise tilts, so the fit's own
+    mu sits above the truth's by the noise (docs/validation.md, "The wall of the profile in
+    mu"). Returns {value (None where no offset down to mu's lower bound rose by ``rise``),
+    points [(mu, 2 x rise)], solves}."""
+    if fit.objective is None:
+        raise ValueError("the fit holds no objective to profile against (ContactFit.objective)")
+    warm = warm_refit_solver(fit.problem) if warm is None else warm
+    lowest = float(warm.lbx[_MU])
+    points = [(fit.mu, 0.0)]
+
+    def probe(mu: float) -> float | None:
+        held = profile_mu(fit, [mu], warm)[0]
+        if not held["success"]:
+            return None
+        points.append((mu, 2.0 * (held["objective"] - fit.objective)))
+        return points[-1][1]
+
+    inner, offset = fit.mu, WALL_STEP
+    for _ in range(WALL_DOUBLINGS):
+        mu = max(fit.mu - offset, lowest)
+        risen = probe(mu)
+        if risen is not None and risen > rise:
+            probe(0.5 * (mu + inner))  # one bisection of the bracket
+            break
+        if mu <= lowest:
+            break
+        inner, offset = mu, 2.0 * offset
+    return {"value": wall_crossing(points, rise), "points": points, "solves": len(points) - 1}
 
 
 def _fit_is_plausible(problem: _Problem, sol: dict) -> bool:
