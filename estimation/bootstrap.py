@@ -28,11 +28,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from physid.estimation.ipopt_contact import ContactFit, refit, warm_refit_solver
+from physid.estimation.ipopt_contact import ContactFit, mu_wall, refit, warm_refit_solver
 
 # Fewest successful refits for a std: with fewer the spread's own relative error,
 # 1/sqrt(2 (n - 1)), exceeds 0.3.
@@ -119,6 +119,7 @@ class Bootstrap:
             "std_corrected": [float(v) if np.isfinite(v) else None for v in self.std_corrected],
             "wall_s": self.wall_s,
             "cpu_s": self.cpu_s,
+            **{name: value.to_dict() for name, value in self.extra.items()},
         }
 
 
@@ -180,11 +181,36 @@ def parametric_bootstrap(
     )
 
 
-def _contact_refitter(fit: ContactFit):
-    """(refit function y -> (J/m m^2, mu), success, iterations; bounds [2, 2] of J/m and mu)
-    of warm-started refits of ``fit``'s NLP (``ipopt_contact.warm_refit_solver``). A refit
-    counts when IPOPT passed a convergence test (its own or the parameter-settling one) and
-    J/m is not on its bound."""
+@dataclass(frozen=True)
+class WallDraws:
+    """The wall of the profile in mu (``ipopt_contact.mu_wall``) of a fit and of each of its
+    bootstrap refits: ``value`` the fit's (None where its profile never rose by the wall's
+    rise), ``draws`` [B] the refits' (NaN where the refit failed or its profile never rose),
+    ``std`` their sample std (inf with fewer than ``MIN_DRAWS``), ``solves`` the profile's
+    solves over the fit and the refits."""
+
+    value: float | None
+    draws: np.ndarray
+    std: float
+    solves: int
+
+    def to_dict(self) -> dict:
+        """Plain values for estimate.json."""
+        return {
+            "value": self.value,
+            "draws": [None if np.isnan(v) else float(v) for v in self.draws],
+            "std": float(self.std) if np.isfinite(self.std) else None,
+            "solves": self.solves,
+        }
+
+
+def _contact_refitter(fit: ContactFit, walls: list | None = None):
+    """(refit function y -> (J/m m^2, mu), success, iterations; bounds [2, 2] of J/m and mu;
+    the warm solver) of warm-started refits of ``fit``'s NLP
+    (``ipopt_contact.warm_refit_solver``). A refit counts when IPOPT passed a convergence
+    test (its own or the parameter-settling one) and J/m is not on its bound. Where
+    ``walls`` is a list, each refit's wall of the profile in mu (``mu_wall``: its value,
+    NaN where the refit failed or the profile never rose, and its solves) is appended."""
     warm = warm_refit_solver(fit.problem)
     lo, hi = warm.lbx[0], warm.ubx[0]
     a2 = fit.j_over_m / float(fit.x[0])  # J/m = r_hat a^2
@@ -193,10 +219,24 @@ def _contact_refitter(fit: ContactFit):
         sol = refit(warm, fit, y)
         r_hat = float(sol["parts"]["r_hat"])
         inside = lo * (1 + 1e-6) < r_hat < hi * (1 - 1e-6)
-        return np.array([r_hat * a2, float(sol["parts"]["mu"])]), sol["success"] and inside, \
-            sol["iterations"]  # fmt: skip
+        ok = sol["success"] and inside
+        values = np.array([r_hat * a2, float(sol["parts"]["mu"])])
+        if walls is not None:
+            walls.append(_refit_wall(warm.with_data(y), fit, sol, values) if ok else (np.nan, 0))
+        return values, ok, sol["iterations"]
 
-    return one, np.array([[lo * a2, hi * a2], [warm.lbx[1], warm.ubx[1]]])
+    return one, np.array([[lo * a2, hi * a2], [warm.lbx[1], warm.ubx[1]]]), warm
+
+
+def _refit_wall(warm, fit: ContactFit, sol: dict, values: np.ndarray) -> tuple[float, int]:
+    """(wall of the profile in mu, solves) of a refit ``sol`` of ``fit``'s NLP, profiled
+    from the refit's own primal-dual point on its data (``warm``)."""
+    refitted = replace(
+        fit, x=sol["x"], lam_g=sol["lam_g"], lam_x=sol["lam_x"],
+        j_over_m=float(values[0]), mu=float(values[1]), objective=sol["f"],
+    )  # fmt: skip
+    found = mu_wall(refitted, warm)
+    return (np.nan if found["value"] is None else found["value"]), found["solves"]
 
 
 def contact_bootstrap(
@@ -206,6 +246,7 @@ def contact_bootstrap(
     seed: int = 0,
     noise_scale: float = 1.0,
     progress: Callable[[int, int], None] | None = None,
+    wall: bool = False,
 ) -> Bootstrap:
     """Parametric bootstrap of the ellipse drop's NLP fit: J/m (m^2) and mu.
 
@@ -214,14 +255,28 @@ def contact_bootstrap(
     exactly), plus white noise of std ``sigma`` (sigma_pos, sigma_pos, sigma_theta: m, m,
     rad) times ``noise_scale`` (the residuals' excess over the stated noise, sqrt(s^2),
     where it exceeds 1). A refit counts when IPOPT passed a convergence test (its own or
-    the parameter-settling one) and J/m is not on its bound."""
-    one, bounds = _contact_refitter(fit)
+    the parameter-settling one) and J/m is not on its bound.
+
+    With ``wall``, the fit and each refit are also profiled in mu (``ipopt_contact.mu_wall``)
+    and ``extra["mu_wall"]`` holds their walls (``WallDraws``): the walls' spread is the std
+    of the fit's wall as an estimate of mu (``ellipse_drop.reported_values``)."""
+    walls = [] if wall else None
+    one, bounds, warm = _contact_refitter(fit, walls)
     mean = fit.q[fit.frame_index]
     noise = np.asarray(sigma, float) * max(float(noise_scale), 1.0)
-    return parametric_bootstrap(
+    boot = parametric_bootstrap(
         mean, noise, one, ("J_over_m", "mu"), draws, seed, progress,
         center=[fit.j_over_m, fit.mu], bounds=bounds,
     )  # fmt: skip
+    if not wall:
+        return boot
+    own = mu_wall(fit, warm)
+    values = np.array([w for w, _ in walls])
+    found = values[np.isfinite(values)]
+    std = float(np.std(found, ddof=1)) if len(found) >= MIN_DRAWS else math.inf
+    solves = own["solves"] + sum(n for _, n in walls)
+    return replace(boot, extra=boot.extra | {"mu_wall": WallDraws(own["value"], values, std,
+                                                                    solves)})  # fmt: skip
 
 
 def model_error_probe(fit: ContactFit, frames: np.ndarray) -> dict:
@@ -233,7 +288,7 @@ def model_error_probe(fit: ContactFit, frames: np.ndarray) -> dict:
     warm refit mostly fails (docs/validation.md, "The NLP's std"). Returns {values [2], bias
     [2] (NaN where the refit failed), success, iterations, cpu_s}."""
     c0 = time.process_time()
-    one, _ = _contact_refitter(fit)
+    one, _, _ = _contact_refitter(fit)
     values, ok, iterations = one(np.asarray(frames, float))
     bias = values - np.array([fit.j_over_m, fit.mu]) if ok else np.full(2, np.nan)
     return {
