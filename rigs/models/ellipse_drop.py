@@ -25,6 +25,7 @@ from physid.estimation.estimate import Estimate, Result, Status, write_json_atom
 from physid.estimation.figures import pyplot, save_figure
 from physid.estimation.flags import bound_flags, flag_parameters
 from physid.estimation.ipopt_contact import (
+    WALL_RISE,
     ContactGeometry,
     IpoptSettings,
     NotIdentifiableError,
@@ -520,7 +521,8 @@ def _bootstrap_runner(choice: CovarianceChoice, fit, settings, cov, console):
             if done % step == 0 or done == total:
                 console.print(f"  bootstrap {done}/{total}")
 
-        return contact_bootstrap(fit, sigma, choice.draws, choice.seed, scale, progress)
+        wall = bool(fit_steps(fit, settings).sliding.any())  # mu from the wall where it slides
+        return contact_bootstrap(fit, sigma, choice.draws, choice.seed, scale, progress, wall)
 
     return run
 
@@ -769,15 +771,17 @@ _STD_COVERS_BOOT = (
     "The std is a parametric bootstrap: the spread of {draws} of {requested} refits of the "
     "NLP to its own prediction of the frames re-noised with the stated noise (scaled by the "
     "residuals' excess over it); J/m and mu are corrected by the bias the refits show (2 fit "
-    "- their median). It covers the frames' noise through the nonlinear, "
-    "complementarity-constrained fit where the refits keep the fit's contact mode, not errors "
+    "- their median; mu where it is not read at the wall, below). It covers the frames' noise "
+    "through the nonlinear, complementarity-constrained fit where the refits keep the fit's "
+    "contact mode, not errors "
     "of the fixed geometry, the mass or the ground line, nor residuals correlated in time, "
     "nor a contact that rigid impacts do not describe (the prediction checks show it). On "
     "simulated throws other than one well-fitted throw, the noise moves mu's fit between "
-    "contact modes that the refits do not reach: mu's error exceeded 2 std in about half of "
-    "50 varied throws (mostly upwards, by 0.005-0.03), J/m's in 12-18 % (docs/validation.md, "
-    "'Varied throws'). Read mu's std as a lower bound on its uncertainty. (The output-error "
-    "refinement was not kept: the IRC model's free run does not follow these frames.)"
+    "contact modes that the refits do not reach: mu's error exceeded 2 std in 39 % of 50 "
+    "varied throws (mostly upwards, by 0.005-0.03: the NLP's 1 ms grid), J/m's in 12 % "
+    "(docs/validation.md, 'mu at the wall'). Read mu's std as a lower bound on its "
+    "uncertainty. (The output-error refinement was not kept: the IRC model's free run does "
+    "not follow these frames.)"
 )
 _STD_COVERS_NLP = (
     "The std is linearized (implicit function theorem on IPOPT's KKT system) and covers the "
@@ -787,6 +791,13 @@ _STD_COVERS_NLP = (
     "50 varied simulated throws mu's error exceeded 2 std in 28-31 % of them "
     "(docs/validation.md, 'Varied throws'). (The output-error refinement was not kept: the "
     "IRC model's free run does not follow these frames.)"
+)
+
+_STD_COVERS_WALL = (
+    " mu is not the NLP's own (which the noise tilts upwards along the flat floor of its "
+    "profile above the sliding impacts' wall) but the wall of the profile: the mu below the "
+    "fit where twice the objective has risen by 1; its std is the spread of the refits' own "
+    "walls (docs/validation.md, 'The wall of the profile in mu')."
 )
 
 _STD_COVERS_ALLOWANCE = (
@@ -825,6 +836,7 @@ class Reported:
     competing: list
     far: np.ndarray
     allowance: dict | None = None
+    wall: object = None
 
 
 def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, bootstrap=None,
@@ -884,7 +896,7 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
     else:
         values = start_values
         std_eps = eps["std"] if eps["std"] is not None else math.inf
-    boot, correction = None, None
+    boot, correction, wall = None, None, None
     if not accepted and bootstrap is not None:
         # The NLP's values are reported: their std is the refits' spread (J/m, mu), and
         # their bias as the refits show it is removed (``bias_correction``).
@@ -894,6 +906,16 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
         correction = bias_correction(boot, jm_bound == "", friction["identifiable"])
         values = values | correction["values"]
         std_jm, std_mu = correction["std"]
+        wall = boot.extra.get("mu_wall")
+        if not (friction["identifiable"] and wall_usable(wall)):
+            wall = None
+        if wall is not None:
+            # mu at the wall of the profile, its std the refits' walls' spread
+            # (``bootstrap.WallDraws``): the fit's own mu and its bias correction follow the
+            # noise's tilt of the floor above the wall (docs/validation.md, "The wall of the
+            # profile in mu").
+            values = values | {"mu": wall.value}
+            std_mu = wall.std
         if friction["identifiable"]:
             friction = friction | {"value": values["mu"]}
     given, allowance = allowance, None
@@ -943,7 +965,14 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
         competing=competing,
         far=far,
         allowance=allowance,
+        wall=wall,
     )
+
+
+def wall_usable(wall) -> bool:
+    """Whether a bootstrap's wall of the profile in mu (``bootstrap.WallDraws``, or None)
+    gives mu and its std: the fit's profile rose by the wall's rise and enough refits' did."""
+    return wall is not None and wall.value is not None and math.isfinite(wall.std)
 
 
 def _oe_refusal(oe) -> str:
@@ -1007,6 +1036,14 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         if friction["identifiable"]
         else "no contact step slides: mu is only bounded below by max |c_t|/c_n",
     }
+    if rep.wall is not None:
+        ident["mu"] |= {
+            "nlp_value": fit.mu,
+            "wall": rep.wall.to_dict() | {"rise": WALL_RISE},
+            "note": "identified from sliding contact steps; the value is the wall of the "
+            f"NLP's profile in mu (twice the objective risen by {WALL_RISE:g} below the fit), "
+            "the std the spread of the bootstrap refits' own walls",
+        }
     ident["restitution"] = eps | {
         "note": "each impact's from the ballistic flights either side of it at the impact "
         "instant where they meet, else from frame differences across it (each impact's "
@@ -1039,6 +1076,8 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     covers = _STD_COVERS if accepted else _STD_COVERS_BOOT if boot else _STD_COVERS_NLP
     if boot is not None:
         covers = covers.format(draws=int(boot.success.sum()), requested=len(boot.success))
+    if rep.wall is not None:
+        covers += _STD_COVERS_WALL
     if rep.allowance is not None:
         which = "J/m and mu" if friction["identifiable"] else "J/m"
         covers += _STD_COVERS_ALLOWANCE.format(which=which)
@@ -1074,7 +1113,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
         covariance=np.asarray(
             oe.covariance[:2, :2]
             if accepted
-            else _draws_covariance(boot)
+            else _draws_covariance(boot, rep.wall)
             if boot is not None
             else cov["covariance"]
         ).tolist(),
@@ -1133,9 +1172,12 @@ def bias_correction(boot, jm_inside: bool, mu_identified: bool) -> dict:
     }
 
 
-def _draws_covariance(boot) -> np.ndarray:
-    """Sample covariance [2, 2] of the successful bootstrap refits (J/m, mu)."""
-    good = boot.draws[boot.success]
+def _draws_covariance(boot, wall=None) -> np.ndarray:
+    """Sample covariance [2, 2] of the successful bootstrap refits (J/m, mu): mu the refits'
+    walls of the profile in mu where the reported mu is the wall (``wall``, a
+    ``bootstrap.WallDraws``)."""
+    draws = boot.draws if wall is None else np.column_stack([boot.draws[:, 0], wall.draws])
+    good = draws[boot.success & np.all(np.isfinite(draws), axis=1)]
     if len(good) < MIN_DRAWS:
         return np.full((2, 2), np.inf)
     return np.cov(good, rowvar=False, ddof=1)

@@ -329,7 +329,8 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
     t_m, q_m, geometry, settings, found, starts = data
     values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
     scale = bootstrap_noise_scale(fit, cov)
-    boot = contact_bootstrap(fit, sigma, draws, seed, scale)
+    slides = bool(fit_steps(fit, settings).sliding.any())
+    boot = contact_bootstrap(fit, sigma, draws, seed, scale, wall=slides)
     eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, draws, seed)
     with_boot = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts,
                                 bootstrap=lambda: boot, oe=rep.oe,
@@ -357,6 +358,7 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
             "J_over_m": finite(np.nanmean(boot.draws[boot.success, 0])),
             "mu": finite(np.nanmean(boot.draws[boot.success, 1])),
         },
+        "mu_wall": boot.extra["mu_wall"].to_dict() if slides else None,
         "draws_succeeded": int(boot.success.sum()),
         "refit_iterations_median": float(np.median(boot.iterations)),
         "bootstrap_wall_s": boot.wall_s,

@@ -92,3 +92,26 @@ def test_bias_correction_removes_a_constant_bias_and_keeps_to_the_box():
     # without a center there is nothing to correct
     plain = parametric_bootstrap(np.zeros((n, 1)), 1.0, estimate, ("theta",), 10, seed=1)
     assert np.isnan(plain.corrected[0]) and plain.to_dict()["corrected"] == [None]
+
+
+def test_the_walls_draws_give_mus_column_of_the_draws_covariance():
+    # Where mu is reported at the wall of the profile (``WallDraws``), the covariance of
+    # the refits pairs J/m with the refits' walls, not their fitted mu; a refit whose wall
+    # was not found (NaN) is left out of both columns. Known answer: the second column's
+    # variance is the walls' sample variance over the refits that have one.
+    from dataclasses import replace
+
+    from physid.estimation.bootstrap import WallDraws
+    from physid.rigs.models.ellipse_drop import _draws_covariance
+
+    boot = parametric_bootstrap(np.zeros((N, 2)), [SIGMA, SIGMA], _mean_refit, ("a", "b"), 8)
+    walls = np.array([0.30, 0.31, np.nan, 0.29, 0.30, 0.32, 0.28, 0.30])
+    wall = WallDraws(0.3, walls, float(np.nanstd(walls, ddof=1)), 24)
+    boot = replace(boot, extra={"mu_wall": wall})
+    have = np.isfinite(walls)
+    cov = _draws_covariance(boot, wall)
+    assert cov[1, 1] == pytest.approx(np.var(walls[have], ddof=1), rel=1e-12)
+    assert cov[0, 0] == pytest.approx(np.var(boot.draws[have, 0], ddof=1), rel=1e-12)
+    np.testing.assert_allclose(_draws_covariance(boot), np.cov(boot.draws, rowvar=False))
+    d = boot.to_dict()["mu_wall"]
+    assert d["draws"][2] is None and d["value"] == 0.3 and d["solves"] == 24

@@ -8,21 +8,24 @@ ellipse drop's std"):
 - **reported**: what estimate.json holds (``ellipse_drop.reported_values``, the drop path's
   own rule): the output-error fit's values and std where its free run follows the frames,
   else the NLP's values corrected by the parametric bootstrap's bias with the refits'
-  spread as the std (default), J/m's and μ's widened by the NLP's model error; or the NLP's values
-  with the linearized std (``covariance = "linearized"``). On this throw the output error
-  is never kept, so the reported numbers are the NLP's.
+  spread as the std (default; μ, where it slides, read at the wall of the NLP's profile in
+  μ with the spread of the refits' own walls), J/m's and μ's widened by the NLP's model
+  error; or the NLP's values with the linearized std (``covariance = "linearized"``). On
+  this throw the output error is never kept, so the reported numbers are the NLP's.
 - the NLP's values with its linearized std and with the parametric bootstrap (20 refits),
   as fitted and bias-corrected (2 fit − median of the refits).
 
-Measured 2026-11-26 (seeds 0-49, Intel Xeon; numbers in the assertions' comments and xfail
-reasons): every fit within 0.02 of the truth's μ; the reported (default) μ in the issue's
-band, J/m and restitution above it at 1 std (80 % and 82 %; over seeds 0-99 77 % and 78 %;
-restitution's own 400-draw test below is in it); the linearized std erratic (in
+Measured 2026-11-26 and, with μ at the wall, 2026-11-27 (seeds 0-49, Intel Xeon; numbers
+in the assertions' comments and xfail reasons): every fit within 0.02 of the truth's μ; the
+reported (default) J/m, μ and restitution above the issue's band at 1 std (82 %, 92 % and
+82 %; J/m and restitution over seeds 0-99 77 % and 78 %; restitution's own 400-draw test
+below is in it), μ's error half the bias-corrected one's; the linearized std erratic (in
 ``test_bootstrap_std_is_stable...``). The frames' restitution std is also checked over 400
 draws and over 150 varied throws of each kind (default run, ~25 s; the sliding ones a strict
 xfail), and the probe of mu that found seed 140's basin (held-out
-seeds 100-149; default run, ~10 s). `-m slow`: 8 passed, 4 strict xfails, ~10 min wall on
-two worker processes (the probe moved no fit of seeds 0-49).
+seeds 100-149; default run, ~10 s). `-m slow`: 8 passed, 5 strict xfails, ~30 min wall on
+two worker processes (the study 28 min: the bootstrap's walls cost 3-4 warm solves a refit,
+47 s CPU a dataset against ~20 s without; the probe moved no fit of seeds 0-49).
 
 Throws other than the Section 6.1 one (``DropCase.throws``, ten throws from their own
 initial states, converged IRC truth; the last tests): the std calibrated on one throw does
@@ -189,6 +192,22 @@ def test_corrected_inertia_is_in_the_issues_band(rows):
 
 
 @pytest.mark.slow
+def test_the_wall_of_the_profile_is_mus_reported_value_and_halves_its_error(rows):
+    # Every draw slides, so mu is reported at the wall of the NLP's profile in mu
+    # (``ipopt_contact.mu_wall``). Measured over the 50 draws: error mean -0.0001 and RMS
+    # 0.0027, against +0.0029 and 0.0051 for the bias-corrected mu (and +0.0052 and 0.0061
+    # for the NLP's own). Bounds: the RMS below 0.7 of the corrected one's (the two are
+    # errors of the same draws, so the ratio scatters far less than each RMS), and the
+    # mean within 0.001 of the truth (2.5 x its standard error, 0.0027 / sqrt(50)).
+    wall = _errors(rows, "values_reported", "mu")
+    assert all(r["mu_wall"]["value"] == r["values_reported"]["mu"] for r in rows)
+    corrected = _errors(rows, "values_corrected", "mu")
+    rms = [float(np.sqrt(np.mean(e**2))) for e in (wall, corrected)]
+    assert rms[0] < 0.7 * rms[1], rms
+    assert abs(wall.mean()) < 0.001, wall.mean()
+
+
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="mu's bias-corrected value is still biased (+0.0029 against a median std of "
@@ -207,8 +226,10 @@ def test_corrected_friction_is_in_the_issues_band(rows):
 def test_the_study_reports_what_the_drop_path_reports(rows):
     # ``reported_values`` is the rule ``ellipse_drop.build_estimate`` applies: where the
     # output error is not kept, the NLP's values corrected by the bootstrap's bias with its
-    # spread as the std (default), or the NLP's values with the linearized std (covariance
-    # = "linearized"); restitution is the frames' own estimate either way. J/m's and mu's
+    # spread as the std (default; mu, which slides on every draw, the wall of the profile
+    # in mu with the spread of the refits' walls: ``bootstrap.WallDraws``), or the NLP's
+    # values with the linearized std (covariance = "linearized"); restitution is the
+    # frames' own estimate either way. J/m's and mu's
     # std are widened in quadrature by the NLP's model error
     # (drop_checks.model_error_allowance) under both. A competing basin widens them further
     # (drop_checks.basin_spread).
@@ -221,13 +242,19 @@ def test_the_study_reports_what_the_drop_path_reports(rows):
         allowance = r["model_error_allowance"]
         assert allowance is not None and 0.0 <= allowance["mu"] < 0.01, allowance
         assert 0.0 <= allowance["J_over_m"] < 50e-6, allowance
+        wall = r["mu_wall"]
+        assert wall is not None and wall["value"] is not None and wall["std"] is not None
         for std, values, basins, suffix in (
             ("std_linearized", "values", "basins_linearized", "_linearized"),
             ("std_bootstrap_corrected", "values_corrected", "basins", ""),
         ):
             expected = {n: float(np.hypot(r[std][n], allowance[n])) for n in ("J_over_m", "mu")}
+            own = {n: r[values][n] for n in ("J_over_m", "mu")}
+            if suffix == "":  # the bootstrap's mu is the wall of the profile, its refits' walls
+                own["mu"] = wall["value"]
+                expected["mu"] = float(np.hypot(wall["std"], allowance["mu"]))
             for name in ("J_over_m", "mu"):
-                assert r["values_reported" + suffix][name] == r[values][name]
+                assert r["values_reported" + suffix][name] == own[name]
                 if r[basins]:
                     assert r["std_reported" + suffix][name] > expected[name]
                 else:
@@ -266,21 +293,30 @@ def test_the_output_error_refinement_is_kept_on_the_throw(rows):
                 reason="J/m over-covers at 1 std on these 50 draws: the bootstrap's "
                 "bias-corrected J/m (mean error -2.5 mm^2, spread 6.9) with the refits' "
                 "spread (median 6.9 mm^2) and the model-error allowance (median 6.0 mm^2) "
-                "in quadrature: 80 / 100 % within 1 / 2 std on seeds 0-49 (40 of 50; the "
-                "band's 76 % is 38), 74 / 90 % on seeds 50-99, 77 / 95 % over 0-99, 77 / 96 % "
+                "in quadrature: 82 / 100 % within 1 / 2 std on seeds 0-49 (41 of 50; the "
+                "band's 76 % is 38; 80 % on 2026-11-26, the allowance since refined), "
+                "74 / 90 % on seeds 50-99, 77 / 95 % over 0-99, 77 / 96 % "
                 "over 0-149. "
                 "Without the allowance 68 / 98 % here but 60 / 86 % on 50-99 (64 / 92 % over "
                 "100); with the linearized std (erratic: 2.4 mm^2 to 1.5e13 mm^2) 68 / 91 % "
                 "over 100 (docs/validation.md, 'The ellipse drop's std').",
             ),
         ),
-        # the bias-corrected mu (mean error +0.0029, spread 0.0042) with the refits'
-        # spread widened by the NLP's model error (drop_checks.model_error_allowance):
-        # measured 64 / 98 %, median |z| 0.68 (62 / 94 % without the allowance; with the
-        # linearized std 58 / 96 %, 64 / 98 % with the allowance, most of that coverage
-        # from stds above 0.1). Over seeds 0-99 66 / 95 %: at the 2-std edge; 0-149 61 / 95 %
-        # (52 / 96 % on the held-out 100-149: mu's bias, +0.0038 for a std of 0.0052).
-        "mu (friction)",
+        pytest.param(
+            "mu (friction)",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="mu over-covers at 1 std: the wall of the profile (error mean "
+                "-0.0001, spread 0.0027) with the spread of the refits' walls (median "
+                "0.0037; the refits scatter 1.4x more than fits of the IRC frames do, "
+                "their fitted mu too: 0.0045 against 0.0033, at a noise scale of 1) and the "
+                "model-error allowance (median 0.0017) in quadrature: 92 / 98 % within "
+                "1 / 2 std, median |z| 0.34 (88 / 96 % without the allowance). The rule it "
+                "replaced, the bias-corrected mu (error +0.0029, spread 0.0042), was in the "
+                "band here (64 / 98 %) with twice the RMS error, 0.0051 against 0.0027, "
+                "and covered varied throws less (docs/validation.md, 'mu at the wall').",
+            ),
+        ),
         pytest.param(
             "restitution",
             marks=pytest.mark.xfail(
@@ -367,7 +403,8 @@ def test_the_model_error_allowance_widens_the_std_of_j_over_m_and_mu():
     # is 0.0026 for an error of +0.0034 and the allowance 0.0035 (measured): the std grows
     # by 1.7x; restitution keeps its own, and model_error = false gives the linearized std.
     # The bootstrap (6 refits, the fewest a std is taken from, to keep the test short) gets
-    # the same allowance.
+    # the same allowance; with the walls of the profile in mu (the first impact slides), mu
+    # is the fit's wall and its std the refits' walls' spread, widened by the allowance.
     from physid.estimation.bootstrap import contact_bootstrap
     from physid.rigs.models.ellipse_drop import _solve, ipopt_settings, reported_values
     from physid.rigs.pipeline.drop_coverage import QUIET
@@ -392,12 +429,20 @@ def test_the_model_error_allowance_widens_the_std_of_j_over_m_and_mu():
     assert widened.std["restitution"] == plain.std["restitution"]
     assert widened.values == plain.values
     sigma = np.array([SLIDING.noise, SLIDING.noise, SLIDING.noise])
-    boot = contact_bootstrap(fit, sigma, 6, 0, 1.0)
+    boot = contact_bootstrap(fit, sigma, 6, 0, 1.0, wall=True)
     with_boot = reported_values(*args, bootstrap=lambda: boot, oe=plain.oe, allowance=allowance)
     assert with_boot.source == "bootstrap" and with_boot.allowance == allowance
+    wall = boot.extra["mu_wall"]
+    assert with_boot.wall is wall and with_boot.values["mu"] == wall.value < fit.mu
+    assert with_boot.std["mu"] == pytest.approx(np.hypot(wall.std, allowance["mu"]))
     corrected = with_boot.correction["std"]
-    assert with_boot.std["mu"] == pytest.approx(np.hypot(corrected[1], allowance["mu"]))
     assert with_boot.std["J_over_m"] == pytest.approx(np.hypot(corrected[0], allowance["J_over_m"]))
+    without = contact_bootstrap(fit, sigma, 6, 0, 1.0)  # the same refits, no walls: the fit's mu
+    corrected_only = reported_values(*args, bootstrap=lambda: without, oe=plain.oe,
+                                     allowance=allowance)  # fmt: skip
+    assert corrected_only.wall is None
+    assert corrected_only.values["mu"] == with_boot.correction["values"]["mu"]
+    assert corrected_only.std["mu"] == pytest.approx(np.hypot(corrected[1], allowance["mu"]))
 
 
 def test_a_probe_of_mu_finds_the_basin_that_no_start_reaches():
@@ -453,10 +498,12 @@ def varied_rows():
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="measured 2026-11-26 on seeds 0-9: J/m 8 of 10 within 2 std (z -3.8 and -7.9 on "
-    "throws 3 and 6), mu 8 of 10 (z +4.1 and +8.5 on throws 0 and 2); over 50 throws J/m "
-    "68 / 88 % and mu 29 / 53 % within 1 / 2 std, mu's error +0.016 on average for a median "
-    "std of 0.0060. With the noise the NLP's objective itself rejects the truth (mu fixed "
+    reason="measured 2026-11-27 on seeds 0-9: J/m 7 of 10 within 2 std (z -3.8, -7.9 and "
+    "+3.3 on throws 3, 6 and 1), mu 7 of 10 (z +3.6 and +7.5 on throws 0 and 2 at the wall "
+    "of the profile, +0.011 and +0.023 off; +8.3 on throw 1, whose output-error fit was kept "
+    "with a std of 0.00015); over 50 throws J/m 68 / 88 % and mu 37 / 61 % within 1 / 2 std "
+    "(29 / 53 % before mu was read at the wall), mu's error +0.015 on average for a median "
+    "std of 0.0058. With the noise the NLP's objective itself rejects the truth (mu fixed "
     "at 0.3: 2 x objective up by 19-40 on throws 0, 25, 31, 43, 46). Noise-free frames "
     "of throws 0-15 fit mu +0.0075 off on average (+0.031 on throws 6 and 10: the NLP's "
     "1 ms grid, within 0.005 at 0.25 ms), noisy ones +0.0123, all 16 above the truth; the "
