@@ -674,10 +674,12 @@ def profile_mu(fit: ContactFit, mus, warm: _Problem | None = None) -> list[dict]
 # The wall of the profile in mu (``mu_wall``): where twice the objective has risen by
 # WALL_RISE below the fit, bracketed by offsets WALL_STEP, 2 WALL_STEP, ... below it (at most
 # WALL_DOUBLINGS of them) and one bisection of the bracket. Why 1 and this bracket: over 50
-# noise draws of the Section 6.1 throw the wall at rises 1, 2 and 4 lay +0.0006, -0.0008 and
-# -0.0026 from the truth's mu (the fit's own mu +0.0052), its error's spread 0.0024
-# (docs/validation.md, "The wall of the profile in mu"); the wall lies 0.002-0.01 below the
-# fit there, so 0.0025 steps bracket it in two or three solves.
+# noise draws of the Section 6.1 throw the wall at rises 1, 2 and 4 (read between fixed
+# offsets) lay +0.0006, -0.0008 and -0.0026 from the truth's mu (the fit's own mu +0.0052),
+# its error's spread 0.0024 (docs/validation.md, "The wall of the profile in mu"); the wall
+# lies 0.002-0.01 below the fit there, so 0.0025 steps bracket it in two or three solves.
+# With this bracket: -0.0001, spread 0.0027, 3.6 solves a wall (docs/validation.md, "mu at
+# the wall").
 WALL_RISE = 1.0
 WALL_STEP = 0.0025
 WALL_DOUBLINGS = 6

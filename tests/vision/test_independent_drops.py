@@ -63,9 +63,10 @@ MU_SOFT = pytest.mark.xfail(
 # objective 1.0 lower, 2.4 mm^2 to 1.5e13 mm^2 for J/m over noise draws of one throw.
 MU_COULOMB_STD = pytest.mark.xfail(
     strict=True,
-    reason="drop5c's mu 0.5068 (within 0.05: test_mu_where_it_slides) has the bootstrap's "
-    "std 0.0009: z +7.7; the model error of MuJoCo's contact, which the 'poor fit' verdict "
-    "names, is not in it",
+    reason="drop5c's mu 0.5066 at the wall of the profile (within 0.05: "
+    "test_mu_where_it_slides) has the refits' walls' std with the allowance, 0.0013: z +5.0 "
+    "(the bias-corrected 0.5068 +- 0.0009 before 2026-11-27: z +7.7); the model error of "
+    "MuJoCo's contact, which the 'poor fit' verdict names, is not in it",
 )
 
 
@@ -161,7 +162,8 @@ def test_mu_where_it_slides(drop):
     "drop", [*ALL[:2], pytest.param("mu0.5", id="mu0.5", marks=MU_COULOMB_STD)], indirect=True
 )
 def test_mu_std_covers_its_error(drop):
-    # acceptance: |z| <= 3 on the acceptance set (measured z +0.9, +1.6 on drop2, drop3)
+    # acceptance: |z| <= 3 on the acceptance set (measured with mu at the wall z +2.7 and
+    # +0.01 on drop2 and drop3; +0.9 and +1.6 with the bias-corrected mu before)
     mu, _, truth, estimate, _ = drop
     fr = estimate.parameters["mu"]
     assert abs((fr.value - mu) / fr.std) <= 3
