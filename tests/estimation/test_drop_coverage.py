@@ -29,7 +29,7 @@ two worker processes (the study 28 min: the bootstrap's walls cost 3-4 warm solv
 
 Throws other than the Section 6.1 one (``DropCase.throws``, ten throws from their own
 initial states, converged IRC truth; the last tests): the std calibrated on one throw does
-not cover J/m and mu there (2 strict xfails, 2.5 min wall on two processes;
+not cover J/m and mu there (2 strict xfails, ~4 min wall on two processes;
 docs/validation.md, "Varied throws").
 """
 
@@ -492,7 +492,7 @@ def test_varied_throws_are_reproducible_distinct_and_bounce_on_the_bar():
 @pytest.fixture(scope="module")
 def varied_rows():
     # ten throws from their own initial states (DropCase.throws), converged IRC as the
-    # truth (1/24000 s); ~45 s CPU each with the default bootstrap, on two processes
+    # truth (1/24000 s); ~60 s CPU each with the default bootstrap and its walls, on two processes
     return run_drop_case(VARIED, range(10), workers=2)
 
 
