@@ -144,8 +144,8 @@ def test_the_wall_of_the_profile_lies_at_the_truths_mu_on_noise_free_frames():
     # where the sliding first impact's tangential impulse stops fitting: on noise-free
     # frames of the mu = 0.3 throw measured 0.2985 (the fit 0.3013), bracketed by the
     # offsets 0.0025 and 0.005 below the fit and one bisection (3 solves, ~3 s). 0.003
-    # is the wall's spread over noise draws at the NLP's stated 1 mm (0.0024,
-    # docs/validation.md), so a wall misplaced by more than a std fails.
+    # is about the wall's spread over noise draws at the NLP's stated 1 mm (0.0027 over 50,
+    # docs/validation.md, "mu at the wall"), so a wall misplaced by more than a std fails.
     fit = _noise_free_sliding_fit()
     wall = mu_wall(fit)
     assert wall["value"] is not None and abs(wall["value"] - 0.3) < 0.003, wall
