@@ -521,7 +521,7 @@ def _bootstrap_runner(choice: CovarianceChoice, fit, settings, cov, console):
             if done % step == 0 or done == total:
                 console.print(f"  bootstrap {done}/{total}")
 
-        wall = bool(fit_steps(fit, settings).sliding.any())  # mu from the wall where it slides
+        wall = fit_slides(fit, settings)  # mu from the wall of its profile where it slides
         return contact_bootstrap(fit, sigma, choice.draws, choice.seed, scale, progress, wall)
 
     return run
@@ -703,7 +703,7 @@ def _solve(path, t_m, q_m, geometry, settings, found, console):
             "the data are explained by free flight, where J/m does not appear (Section 5.2.1)"
         )
     # Where nothing slides mu has only a lower bound; its flat direction is held fixed.
-    slides = bool(fit_steps(fit, settings).sliding.any())
+    slides = fit_slides(fit, settings)
     cov = parameter_covariance(
         fit, geometry, settings, pin_mu=not slides, q_m=q_m, batches=drop_checks.BATCHES
     )
@@ -727,6 +727,12 @@ def fit_steps(fit, settings: IpoptSettings):
     """``ContactSteps`` of a ``ContactFit`` (which steps touch, slide, are resolved)."""
     parts = {"pn": fit.pn, "pt": fit.pt, "ut": fit.ut, "mu": fit.mu}
     return contact_steps(parts, fit.t[fit.frame_index], settings)
+
+
+def fit_slides(fit, settings: IpoptSettings) -> bool:
+    """Whether any contact step of ``fit`` slides (``fit_steps``): where none does mu has
+    only a lower bound, and no wall of its profile to read."""
+    return bool(fit_steps(fit, settings).sliding.any())
 
 
 def friction_report(fit, settings: IpoptSettings, mu_std: float) -> dict:

@@ -58,7 +58,7 @@ from physid.rigs.models.ellipse_drop import (
     _solve,
     bootstrap_noise_scale,
     contact_geometry,
-    fit_steps,
+    fit_slides,
     friction_report,
     ipopt_settings,
     reported_values,
@@ -185,7 +185,7 @@ def run_drop_case(
         t0, c0 = time.perf_counter(), time.process_time()
         rep = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts)
         oe_s = (time.perf_counter() - t0, time.process_time() - c0)
-        slides = bool(fit_steps(fit, settings).sliding.any())
+        slides = fit_slides(fit, settings)
         mu_known = friction_report(fit, settings, float(cov["std"][1]))["identifiable"]
         values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
 
@@ -329,7 +329,7 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
     t_m, q_m, geometry, settings, found, starts = data
     values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": rep.eps["value"]}
     scale = bootstrap_noise_scale(fit, cov)
-    slides = bool(fit_steps(fit, settings).sliding.any())
+    slides = fit_slides(fit, settings)
     boot = contact_bootstrap(fit, sigma, draws, seed, scale, wall=slides)
     eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, draws, seed)
     with_boot = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts,
