@@ -204,14 +204,15 @@ class WallDraws:
         }
 
 
-def _contact_refitter(fit: ContactFit, walls: list | None = None):
+def _contact_refitter(fit: ContactFit, walls: list | None = None, warm=None):
     """(refit function y -> (J/m m^2, mu), success, iterations; bounds [2, 2] of J/m and mu;
     the warm solver) of warm-started refits of ``fit``'s NLP
     (``ipopt_contact.warm_refit_solver``). A refit counts when IPOPT passed a convergence
     test (its own or the parameter-settling one) and J/m is not on its bound. Where
     ``walls`` is a list, each refit's wall of the profile in mu (``mu_wall``: its value,
-    NaN where the refit failed or the profile never rose, and its solves) is appended."""
-    warm = warm_refit_solver(fit.problem)
+    NaN where the refit failed or the profile never rose, and its solves) is appended.
+    ``warm``: the warm solver of ``fit.problem`` where already built."""
+    warm = warm_refit_solver(fit.problem) if warm is None else warm
     lo, hi = warm.lbx[0], warm.ubx[0]
     a2 = fit.j_over_m / float(fit.x[0])  # J/m = r_hat a^2
 
@@ -259,9 +260,13 @@ def contact_bootstrap(
 
     With ``wall``, the fit and each refit are also profiled in mu (``ipopt_contact.mu_wall``)
     and ``extra["mu_wall"]`` holds their walls (``WallDraws``): the walls' spread is the std
-    of the fit's wall as an estimate of mu (``ellipse_drop.reported_values``)."""
-    walls = [] if wall else None
-    one, bounds, warm = _contact_refitter(fit, walls)
+    of the fit's wall as an estimate of mu (``ellipse_drop.reported_values``). The fit is
+    profiled first: where its own profile never rises there is no wall to give a std, and
+    the refits are not profiled (their walls NaN)."""
+    warm = warm_refit_solver(fit.problem) if wall else None
+    own = mu_wall(fit, warm) if wall else None
+    walls = [] if wall and own["value"] is not None else None
+    one, bounds, warm = _contact_refitter(fit, walls, warm)
     mean = fit.q[fit.frame_index]
     noise = np.asarray(sigma, float) * max(float(noise_scale), 1.0)
     boot = parametric_bootstrap(
@@ -270,7 +275,8 @@ def contact_bootstrap(
     )  # fmt: skip
     if not wall:
         return boot
-    own = mu_wall(fit, warm)
+    if walls is None:
+        walls = [(np.nan, 0)] * draws
     values = np.array([w for w, _ in walls])
     found = values[np.isfinite(values)]
     std = float(np.std(found, ddof=1)) if len(found) >= MIN_DRAWS else math.inf
