@@ -645,8 +645,7 @@ def profile_mu(fit: ContactFit, mus, warm: _Problem | None = None) -> list[dict]
     with mu held there, solved warm from ``fit``'s primal-dual point (``warm``: a
     ``warm_refit_solver`` of ``fit.problem``, built here when not given). Each as {mu,
     j_over_m (m^2), cost_fit (chi^2), cost_gamma, objective (the NLP's, pull on mu
-    included, as ``fit``'s), status, success}; compare objectives with ``fit``'s at
-    0.5 cost_fit + cost_gamma + mu_pull mu.
+    included), status, success}; compare objectives with ``fit.objective``.
 
     Where the object slides the profile is one-sided (docs/validation.md, "The wall of the
     profile in μ"): a wall below the fit, where the sliding impacts need more friction than mu
