@@ -34,8 +34,9 @@ CASES = {"fixed": SLIDING, "varied": replace(SLIDING, throws=True, truth_h=1 / 2
 
 
 def wall(points: list[tuple[float, float]], rise: float) -> float:
-    """``ipopt_contact.wall_crossing`` of the profile's (mu, 2 x objective rise) ``points``,
-    or the lowest mu profiled where none rose by ``rise``."""
+    """``ipopt_contact.wall_crossing`` of the profile's (mu, 2 x objective rise) ``points``
+    (the fit's (mu, 0) the highest mu), or the lowest mu profiled where none rose by
+    ``rise``."""
     found = wall_crossing(points, rise)
     return min(mu for mu, _ in points) if found is None else found
 
@@ -48,9 +49,10 @@ def one(job: tuple[str, int]) -> dict:
     settings = ipopt_settings(spec, (case.noise, case.noise))
     q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * case.noise
     fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
-    base = drop_checks.objective_point(fit, settings)["objective"]
     profile = profile_mu(fit, [fit.mu + d for d in OFFSETS])
-    points = [(fit.mu, 0.0)] + [(p["mu"], 2.0 * (p["objective"] - base)) for p in profile]
+    # the wall is read below the fit; the offsets above it profile the floor
+    below = [(p["mu"], 2.0 * (p["objective"] - fit.objective)) for p in profile if p["mu"] < fit.mu]
+    points = [(fit.mu, 0.0), *below]
     return {"case": name, "truth": truth["mu"], "fit": fit.mu,
             "wall": [wall(points, rise) for rise in RISES]}  # fmt: skip
 
