@@ -689,6 +689,11 @@ def wall_crossing(points, rise: float) -> float | None:
     linear between the profile's ``points`` [(mu, 2 x rise)] (the fit's (mu, 0) the
     highest mu among them); None where no point below the fit exceeds it."""
     mu, d = (np.array(v, float) for v in zip(*sorted(points, reverse=True), strict=True))
+    if d[0] != 0.0:
+        raise ValueError(
+            f"the profile's highest mu ({mu[0]:.6g}, rise {d[0]:.6g}) is not the fit's (mu, 0): "
+            "pass the fit and the points below it (the wall is read below the fit)"
+        )
     above = np.flatnonzero(d > rise)
     if len(above) == 0 or above[0] == 0:
         return None
@@ -720,6 +725,8 @@ def mu_wall(fit: ContactFit, warm: _Problem | None = None, rise: float = WALL_RI
     inner, offset = fit.mu, WALL_STEP
     for _ in range(WALL_DOUBLINGS):
         mu = max(fit.mu - offset, lowest)
+        if mu >= fit.mu:  # the fit on mu's lower bound: nothing below it to profile
+            break
         risen = probe(mu)
         if risen is not None and risen > rise:
             probe(0.5 * (mu + inner))  # one bisection of the bracket

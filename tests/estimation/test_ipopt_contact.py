@@ -137,6 +137,9 @@ def test_the_wall_crossing_interpolates_the_nearest_rise_below_the_fit():
     dip = [(0.30, 0.0), (0.298, 2.0), (0.296, 0.5), (0.294, 5.0)]
     assert wall_crossing(dip, 1.0) == pytest.approx(0.30 - 0.002 * 1.0 / 2.0, rel=1e-12)
     assert wall_crossing([(0.30, 0.0), (0.29, 0.8)], 1.0) is None  # never rose: no wall
+    # a point above the fit (the floor's) is refused, not read as the wall's first rise
+    with pytest.raises(ValueError, match="not the fit's"):
+        wall_crossing([(0.305, 1.6), (0.30, 0.0), (0.2975, 0.4), (0.295, 3.0)], 1.0)
 
 
 def test_the_wall_of_the_profile_lies_at_the_truths_mu_on_noise_free_frames():
