@@ -209,11 +209,14 @@ def inconsistency_message(path, found: list[dict]) -> str | None:
 
 
 def restitution(found: list[dict], sigma_pos: float, frame_dt: float,
-                flights: list[dict | None] | None = None) -> dict:  # fmt: skip
+                flights: list[dict | None] | None = None,
+                landings: list | None = None) -> dict:  # fmt: skip
     """ε of the impacts the frames resolve (:func:`impact_consistency`), pooled. Each
     impact's own ε is, where ``flights`` (``drop_flights.impact_flights``, one per impact of
     ``found``) has a usable record, −v_n⁺/v_n⁻ at the impact instant from the ballistic
-    flights on either side, with their propagated std; else −v_n⁺/v_n⁻ of the contact point's
+    flights on either side, with their propagated std; else, where ``landings``
+    (``drop_landings.Landing`` or None, one per impact) has a usable fit over the landing,
+    its restitution and std; else −v_n⁺/v_n⁻ of the contact point's
     normal velocity from the frames just before and after the impact where it approaches
     visibly (not a rolling contact, and ε ≤ 1), whose std is the frames' velocity noise σ_v
     propagated, σ_v √(1 + ε²) / |v_n⁻| (ε = −v_n⁺/v_n⁻ from two independent frame differences:
@@ -228,11 +231,14 @@ def restitution(found: list[dict], sigma_pos: float, frame_dt: float,
     bounce (the sample drop's fit gave 0.0 for a truth of 0.2)."""
     # (ε > 1 would be an impact that gains energy: no rigid impact, a misread contact.)
     flights = flights if flights is not None else [None] * len(found)
+    landings = landings if landings is not None else [None] * len(found)
     per = []  # (t, approach m/s, eps, variance or None for a frame difference's, source)
-    for f, fl in zip(found, flights, strict=True):
+    for f, fl, la in zip(found, flights, landings, strict=True):
         if fl is not None and fl["usable"]:
             per.append((f["t"], fl["approach_m_s"], fl["restitution"],
                         fl["restitution_std"] ** 2, "flights"))  # fmt: skip
+        elif la is not None and la.usable:
+            per.append((f["t"], f["approach_m_s"], la.restitution, la.std**2, "landing fit"))
         elif f.get("restitution") is not None and f["restitution"] <= 1.0:
             per.append((f["t"], f["approach_m_s"], f["restitution"], None, "frame differences"))
     if not per:

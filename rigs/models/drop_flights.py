@@ -110,9 +110,11 @@ def impact_flights(t_m, q_m, geometry, found: list[dict], sigma_pos: float,
     give at the impact instant t* (s), or None where either flight has fewer than 2 frames
     or no surface is under the object:
     {t_star, meets, miss_chi2, frames_before, frames_after, approach_m_s, leave_m_s,
-    restitution, restitution_std, usable}. ``usable``: the flights meet, the flight after
-    has ``MIN_AFTER`` frames, the approach is resolved and the restitution lies within
-    ``RESOLVED`` std of [0, 1]."""
+    restitution, restitution_std, usable, interval, free, before_flight, t0}. ``usable``:
+    the flights meet, the flight after has ``MIN_AFTER`` frames, the approach is resolved
+    and the restitution lies within ``RESOLVED`` std of [0, 1]. ``interval``: the impact's
+    frame interval (frames i, i + 1); ``free``: the first and last frames free of other
+    resolved impacts; ``before_flight``: the ``Flight`` before, about ``t0`` (s)."""
     t_m, q_m = np.asarray(t_m, float), np.asarray(q_m, float)
     sigma = np.array([sigma_pos, sigma_pos, sigma_theta])
     where = [f["interval"] for f in found]
@@ -193,6 +195,11 @@ def _impact(t_m, q_m, geometry, surface, i: int, first: int, last: int, sigma) -
         "restitution": None,
         "restitution_std": None,
         "usable": False,
+        # for a fit over the landing (drop_landings)
+        "interval": i,
+        "free": (first, last),
+        "before_flight": before,
+        "t0": float(t0),
     }
     if approach >= -RESOLVED * math.sqrt(var_approach):
         return record
