@@ -334,7 +334,7 @@ def _bootstrap_rows(fit, cov, rep, data, sigma, draws: int, seed: int, mu_known:
     eps_boot = _restitution(fit, t_m, q_m, geometry, sigma * scale, draws, seed)
     with_boot = reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts,
                                 bootstrap=lambda: boot, oe=rep.oe,
-                                allowance=rep.allowance)  # fmt: skip
+                                allowance=rep.allowance, eps=rep.eps)  # fmt: skip
     corrected = dict(zip(("J_over_m", "mu"), boot.corrected.tolist(), strict=True))
     return {
         "std_bootstrap": {
