@@ -1,12 +1,16 @@
 """The frames' restitution of the ellipse drop (issue 24): frame differences across each
 impact (``drop_checks.restitution`` alone, the estimator before) against the same pooled with
 the ballistic flights at the impact instant (``drop_checks.frames_restitution``, what the
-drop path reports where the output error is not kept), on the same noise draws, no fit.
-Prints, per case, the error's mean and sd, the fraction within 1 / 2 of its own std (issue
-24's band: 60-76 % / >= 95 %), how many impacts the flights gave, and the CPU time of each
+drop path's start of the output error), on the same noise draws, no fit; with
+``--landings N``, also the same with a fit of the IRC model over each landing the flights
+cannot read (``drop_landings.landings_restitution``, what the drop path reports where the
+output error is not kept) on the first N datasets of each case, from J/m and mu off by what
+the NLP's fit is off on varied throws (+1.5 %, +0.01; the landing fit refits them). Prints,
+per case, the error's mean and sd, the fraction within 1 / 2 of its own std (issue 24's
+band: 60-76 % / >= 95 %), how many impacts the flights gave, and the CPU time of each
 estimator (median of the per-draw times) and their ratio.
 
-    python benchmarks/bench_restitution.py [--draws 400] [--throws 150]
+    python benchmarks/bench_restitution.py [--draws 400] [--throws 150] [--landings 40]
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from dataclasses import replace
 import numpy as np
 
 from physid.rigs.models import drop_checks
+from physid.rigs.models.drop_landings import landings_restitution
 from physid.rigs.pipeline.drop_coverage import NO_SLIP, SLIDING, throw
 
 CONVERGED = 1.0 / 24000  # s, the IRC truth's converged step (docs/validation.md)
+NLP_ERROR = (1.015, 0.01)  # J/m factor and mu offset of the landing fits' start
 
 
 def cases(draws: int, throws: int):
@@ -37,9 +43,14 @@ def cases(draws: int, throws: int):
             yield f"varied throws, {name}, IRC {h_name}", case, range(throws), True
 
 
-def study(case, seeds, varied: bool) -> dict:
-    """Per estimator: errors, |z| and CPU s per draw; and the flights' impact count."""
+def study(case, seeds, varied: bool, landings: int = 0) -> dict:
+    """Per estimator: errors, |z| and CPU s per draw; and the flights' impact count. With
+    ``landings``, the first that many datasets only, each estimator also with landing
+    fits."""
     out = {"frame differences": ([], [], []), "with flights": ([], [], [])}
+    if landings:
+        out["with landing fits"] = ([], [], [])
+        seeds = seeds[:landings]
     sources = []
     fixed = None if varied else throw(case)
     for seed in seeds:
@@ -52,6 +63,11 @@ def study(case, seeds, varied: bool) -> dict:
             "frame differences": (drop_checks.restitution, (found, own[0], dt)),
             "with flights": (drop_checks.frames_restitution, (t_m, q_m, geometry, found, *own)),
         }
+        if landings:
+            contact = {"J_over_m": truth["J_over_m"] * NLP_ERROR[0],
+                       "mu": truth["mu"] + NLP_ERROR[1]}  # fmt: skip
+            runs["with landing fits"] = (landings_restitution,
+                                         (t_m, q_m, geometry, found, contact))  # fmt: skip
         for name, (estimator, inputs) in runs.items():
             c0 = time.process_time()
             eps = estimator(*inputs)
@@ -71,9 +87,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=400)
     parser.add_argument("--throws", type=int, default=150)
+    parser.add_argument("--landings", type=int, default=0, help="datasets per case with "
+                        "landing fits too (~20 s CPU each on varied throws)")  # fmt: skip
     args = parser.parse_args()
     for label, case, seeds, varied in cases(args.draws, args.throws):
-        result = study(case, seeds, varied)
+        result = study(case, seeds, varied, args.landings)
         print(f"{label} ({len(seeds)} datasets; impacts from flights "
               f"{result['flights']} of {result['impacts']}):")  # fmt: skip
         cpu = {}
@@ -87,6 +105,9 @@ def main() -> None:
             )
         print(f"  CPU ratio (with flights / frame differences): "
               f"{cpu['with flights'] / cpu['frame differences']:.0f}x")  # fmt: skip
+        if args.landings:
+            print(f"  CPU ratio (with landing fits / with flights): "
+                  f"{cpu['with landing fits'] / cpu['with flights']:.0f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
