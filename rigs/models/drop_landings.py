@@ -176,39 +176,48 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
     return Landing(value, std, float(s2), limit, (first, last), alternatives, not why, why)
 
 
+def landing_window(t_m, record: dict):
+    """((first, last) frame indices, start (pose, velocity at the first frame)) of the
+    landing fit of an impact's flights ``record`` (``drop_flights.impact_flights``), or
+    None where fewer than ``MIN_AFTER`` frames follow the impact (a 4-frame window read
+    0.39 ± 0.04 for 0.2). From the flight before (its state is known there; at most
+    ``REACH`` of its frames) to ``REACH`` frames after the impact or the next resolved one:
+    frames after the landing that no flight explains (the other end touching) are what the
+    IRC model follows and the frame differences cannot."""
+    i = record["interval"]
+    first = i - min(record["frames_before"], REACH) + 1
+    last = min(record["free"][1], i + REACH)
+    if last - i < MIN_AFTER:
+        return None
+    h = float(np.median(np.diff(t_m)))
+    before = record["before_flight"]
+    tau = t_m[first] - record["t0"]
+    # the simulator's velocity is the mean over the frame interval ending at a node
+    return (first, last), (before.pose(tau), before.v0 + ACCELERATION * (tau - h / 2.0))
+
+
 def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict) -> dict:
     """``drop_checks.restitution`` of the frames (their own noise, ``frame_noise``) with, at
     each impact whose flights are not usable but whose frame difference would stand, a
-    :func:`landing_fit` with J/m and μ of ``contact`` (J_over_m m², mu) in its place where
-    the fit is usable. Each impact's entry in ``impacts`` names its source, and where a
-    landing fit was tried, holds it (``landing_fit``: ``Landing.to_dict``)."""
+    :func:`landing_fit` over its :func:`landing_window` with J/m and μ of ``contact``
+    (J_over_m m², mu) in its place where the fit is usable. Each impact's entry in
+    ``impacts`` names its source, and where a landing fit was tried, holds it
+    (``landing_fit``: ``Landing.to_dict``)."""
     t_m, q_m = np.asarray(t_m, float), np.asarray(q_m, float)
     noise = frame_noise(q_m)
     sigma = np.array([noise[0], noise[0], noise[1]])
     flights = impact_flights(t_m, q_m, geometry, found, *noise)
-    h = float(np.median(np.diff(t_m)))
     landings = []
     for f, record in zip(found, flights, strict=True):
         stands = f.get("restitution") is not None and f["restitution"] <= 1.0
         # (noise-free frames give no noise to weigh the landing's frames by)
-        if record is None or record["usable"] or not stands or not np.all(sigma > 0.0):
-            landings.append(None)
-            continue
-        # From the flight before (its state is known there) to the next resolved impact:
-        # frames after the landing that no flight explains (the other end touching) are
-        # what the IRC model follows and the frame differences cannot.
-        i = record["interval"]
-        first = i - min(record["frames_before"], REACH) + 1
-        last = min(record["free"][1], i + REACH)
-        if last - i < MIN_AFTER:
-            landings.append(None)  # (a 4-frame window read 0.39 +- 0.04 for 0.2)
-            continue
-        before = record["before_flight"]
-        tau = t_m[first] - record["t0"]
-        # the simulator's velocity is the mean over the frame interval ending at a node
-        start = (before.pose(tau), before.v0 + ACCELERATION * (tau - h / 2.0))
-        landings.append(landing_fit(t_m, q_m, geometry, (first, last), start,
-                                    f["restitution"], contact, sigma))  # fmt: skip
+        eligible = record is not None and not record["usable"] and stands and np.all(sigma > 0)
+        window = landing_window(t_m, record) if eligible else None
+        landings.append(
+            None if window is None
+            else landing_fit(t_m, q_m, geometry, *window, f["restitution"], contact, sigma)
+        )  # fmt: skip
+    h = float(np.median(np.diff(t_m)))
     pooled = restitution(found, noise[0], h, flights, landings)
     tried = {f["t"]: la for f, la in zip(found, landings, strict=True) if la is not None}
     for impact in pooled["impacts"]:  # what each landing fit gave, used or not, and why

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from physid.rigs.models import drop_checks
-from physid.rigs.models.drop_flights import ACCELERATION, impact_flights
-from physid.rigs.models.drop_landings import landing_fit, landings_restitution
+from physid.rigs.models.drop_flights import impact_flights
+from physid.rigs.models.drop_landings import landing_fit, landing_window, landings_restitution
 from physid.rigs.pipeline.drop_coverage import SLIDING, throw
 
 SEED = 39  # its only resolved impact is the first landing, whose flights do not meet
@@ -60,12 +60,8 @@ def test_a_landing_the_model_cannot_follow_is_refused(landing):
     own = drop_checks.frame_noise(q_m)
     sigma = np.array([own[0], own[0], own[1]])
     record = impact_flights(t_m, q_m, geometry, found, *own)[0]
-    i, h = record["interval"], float(np.median(np.diff(t_m)))
-    first, last = i - min(record["frames_before"], 6) + 1, min(record["free"][1], i + 6)
-    tau = t_m[first] - record["t0"]
-    flight = record["before_flight"]
-    start = (flight.pose(tau), flight.v0 + ACCELERATION * (tau - h / 2))
+    frames, start = landing_window(t_m, record)
     wrong = contact | {"J_over_m": 3.0 * contact["J_over_m"]}
-    fit = landing_fit(t_m, q_m, geometry, (first, last), start, 0.2, wrong, sigma)
+    fit = landing_fit(t_m, q_m, geometry, frames, start, 0.2, wrong, sigma)
     assert not fit.usable and fit.s2 > fit.s2_limit, fit
     assert "does not follow" in fit.why
