@@ -906,7 +906,7 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
         # The frames' restitution is reported: where the flights cannot read a landing (two
         # contacts within a frame interval or two) a fit of the IRC model over its frames
         # replaces the frame difference (drop_landings; over 50 varied sliding throws the
-        # error's sd 0.052 -> 0.032, its median |error| 0.024 -> 0.006). Not where the
+        # error's sd 0.052 -> 0.015, its median |error| 0.024 -> 0.003). Not where the
         # output error is kept: its restitution is reported, and the flights' start serves it.
         if given_eps is None:
             contact = {"J_over_m": fit.j_over_m, "mu": fit.mu}
