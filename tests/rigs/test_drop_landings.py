@@ -90,8 +90,8 @@ def test_a_landing_whose_flight_before_straddles_its_contact_is_fitted_from_a_fr
     assert not refused["usable"] and "does not follow" in refused["why"], refused
     assert retry["usable"] and retry["frames"][0] == refused["frames"][0] - 1, retry
     assert first["source"] == "landing fit"
-    # Measured -0.0026 +- 0.0027 (J/m and mu as the test's, off as the NLP's are); 3 std
-    # is the coverage test's tolerance for one draw.
+    # Measured -0.0026 +- 0.0048 (noise std 0.0027, step error 0.0040; J/m and mu as the
+    # test's, off as the NLP's are); 3 std is the coverage test's tolerance for one draw.
     assert abs(first["restitution"] - TRUTH) <= 3 * retry["std"], first
     assert abs(eps["value"] - TRUTH) <= 3 * eps["std"], eps
 
