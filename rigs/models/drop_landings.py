@@ -48,6 +48,7 @@ step error, 0.04-0.08 there against a median 0.003 on converged truths, says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,23 +262,29 @@ def earlier_window(t_m, q_m, frames: tuple[int, int], record: dict, sigma: np.nd
     return (first - 1, last), (flight.q0, flight.v0 - ACCELERATION * h / 2.0)
 
 
-def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict) -> dict:
+def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict,
+                         progress: Callable[[int, int], None] | None = None) -> dict:  # fmt: skip
     """``drop_checks.restitution`` of the frames (their own noise, ``frame_noise``) with, at
     each impact whose flights are not usable but whose frame difference would stand, a
     :func:`landing_fit` over its :func:`landing_window` (where refused, once more over the
     :func:`earlier_window`) with J/m and μ of ``contact`` (J_over_m m², mu) in its place
     where the fit is usable. Each impact's entry in ``impacts`` names its source, and where
-    landing fits were tried, holds them in order (``landing_fits``: ``Landing.to_dict``)."""
+    landing fits were tried, holds them in order (``landing_fits``: ``Landing.to_dict``).
+    ``progress(done, total)`` is called as each landing is done (a landing takes seconds
+    to a minute)."""
     t_m, q_m = np.asarray(t_m, float), np.asarray(q_m, float)
     noise = frame_noise(q_m)
     sigma = np.array([noise[0], noise[0], noise[1]])
     flights = impact_flights(t_m, q_m, geometry, found, *noise)
-    tried = []  # per impact, the landing fits tried, in order
+    windows = []
     for f, record in zip(found, flights, strict=True):
         stands = f.get("restitution") is not None and f["restitution"] <= 1.0
         # (noise-free frames give no noise to weigh the landing's frames by)
         eligible = record is not None and not record["usable"] and stands and np.all(sigma > 0)
-        window = landing_window(t_m, record) if eligible else None
+        windows.append(landing_window(t_m, record) if eligible else None)
+    total = sum(window is not None for window in windows)
+    tried = []  # per impact, the landing fits tried, in order
+    for f, record, window in zip(found, flights, windows, strict=True):
         fits = []
         if window is not None:
             fits.append(landing_fit(t_m, q_m, geometry, *window, f["restitution"], contact, sigma))
@@ -286,6 +293,8 @@ def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict) -
                 fits.append(
                     landing_fit(t_m, q_m, geometry, *retry, f["restitution"], contact, sigma)
                 )
+            if progress is not None:
+                progress(sum(bool(t) for t in tried) + 1, total)
         tried.append(fits)
     h = float(np.median(np.diff(t_m)))
     pooled = restitution(

@@ -490,6 +490,9 @@ def identify_throw(spec: RigSpec, path: Path, console, window: tuple | None = No
         "geometry": geometry,
         "bootstrap": _bootstrap_runner(choice, fit, settings, cov, console),
         "model_error": choice.model_error,
+        "landing_progress": lambda done, total: console.print(
+            f"  landing fit {done}/{total} (IRC over a landing the flights cannot read)"
+        ),
     }
     estimate = build_estimate(spec, fit, ident, cov, ellipse, settings, (t_m, q_m), context)
     return Throw(estimate, fit, t_m, q_m, geometry, settings, ellipse.m, path)
@@ -847,7 +850,7 @@ class Reported:
 
 def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, bootstrap=None,
                     oe=None, model_error=CovarianceChoice.model_error,
-                    allowance=None, eps=None) -> Reported:  # fmt: skip
+                    allowance=None, eps=None, progress=None) -> Reported:  # fmt: skip
     """The values and std the drop path reports for a fit (``_solve``'s fit and
     linearized ``cov``; ``found`` the frames' impacts, ``starts`` the multi-start's): the
     rule in one place, so that ``build_estimate`` and the coverage study
@@ -869,7 +872,8 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
 
     ``oe``, ``allowance`` and ``eps``: the output-error fit, the model-error allowance and
     the frames' restitution where already computed for this fit (another ``Reported``'s),
-    so a second rule costs none of them again."""
+    so a second rule costs none of them again. ``progress(done, total)``: called as each
+    landing fit is done (``drop_landings.landings_restitution``)."""
     std_jm, std_mu = (float(v) for v in cov["std"])
     friction = friction_report(fit, settings, std_mu)
     given_eps = eps
@@ -910,7 +914,8 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
         # output error is kept: its restitution is reported, and the flights' start serves it.
         if given_eps is None:
             contact = {"J_over_m": fit.j_over_m, "mu": fit.mu}
-            eps = drop_landings.landings_restitution(t_m, q_m, geometry, found, contact)
+            eps = drop_landings.landings_restitution(t_m, q_m, geometry, found, contact,
+                                                     progress)  # fmt: skip
         values = start_values | {"restitution": eps["value"] if eps["value"] is not None else 0.0}
         std_eps = eps["std"] if eps["std"] is not None else math.inf
     boot, correction, wall = None, None, None
@@ -1028,7 +1033,8 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     model_error = context.get("model_error", CovarianceChoice.model_error)
     rep = reported_values(fit, t_m, q_m, geometry, settings, cov,
                           context.get("impacts_seen", []), context.get("starts", []),
-                          context.get("bootstrap"), model_error=model_error)  # fmt: skip
+                          context.get("bootstrap"), model_error=model_error,
+                          progress=context.get("landing_progress"))  # fmt: skip
     values, friction, eps, oe = rep.model, rep.friction, rep.eps, rep.oe
     accepted, boot, correction, competing = rep.accepted, rep.boot, rep.correction, rep.competing
     jm_bound, mu_bound = rep.jm_bound, rep.mu_bound

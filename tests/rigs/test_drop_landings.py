@@ -84,7 +84,11 @@ def test_a_landing_whose_flight_before_straddles_its_contact_is_fitted_from_a_fr
     retry over the window one frame earlier, from the flight through frames 0-1, follows it
     (s^2 0.96) and replaces the frame difference, which read 0.070 for 0.2 (z -3.1)."""
     t_m, q_m, geometry, found, contact = varied_throw(9)
-    eps = landings_restitution(t_m, q_m, geometry, found, contact)
+    calls = []
+    eps = landings_restitution(t_m, q_m, geometry, found, contact, lambda *c: calls.append(c))
+    # progress: one call per landing fitted (the retry within its landing), counting up
+    fitted = sum("landing_fits" in i for i in eps["impacts"])
+    assert calls == [(k, fitted) for k in range(1, fitted + 1)], calls
     first = eps["impacts"][0]
     refused, retry = first["landing_fits"]  # the first window, then the retry
     assert not refused["usable"] and "does not follow" in refused["why"], refused
