@@ -236,10 +236,7 @@ def landing_window(t_m, record: dict):
     if last - i < MIN_AFTER:
         return None
     h = float(np.median(np.diff(t_m)))
-    before = record["before_flight"]
-    tau = t_m[first] - record["t0"]
-    # the simulator's velocity is the mean over the frame interval ending at a node
-    return (first, last), (before.pose(tau), before.v0 + ACCELERATION * (tau - h / 2.0))
+    return (first, last), _start(record["before_flight"], t_m[first] - record["t0"], h)
 
 
 def earlier_window(t_m, q_m, frames: tuple[int, int], record: dict, sigma: np.ndarray):
@@ -257,9 +254,14 @@ def earlier_window(t_m, q_m, frames: tuple[int, int], record: dict, sigma: np.nd
     t, q = np.asarray(t_m, float), np.asarray(q_m, float)
     two = slice(first - 1, first + 1)
     flight, _, _ = fit_flight(t[two], q[two], t[first - 1], sigma)
-    h = float(np.median(np.diff(t)))
-    # the simulator's velocity is the mean over the frame interval ending at a node
-    return (first - 1, last), (flight.q0, flight.v0 - ACCELERATION * h / 2.0)
+    return (first - 1, last), _start(flight, 0.0, float(np.median(np.diff(t))))
+
+
+def _start(flight, tau: float, h: float):
+    """(pose, velocity) of ``flight`` (``drop_flights.Flight``) at its t0 + ``tau`` (s) as
+    the landing fit's simulator starts from them: its velocity at a node is the mean over
+    the frame interval (``h`` s) ending there."""
+    return flight.pose(tau), flight.v0 + ACCELERATION * (tau - h / 2.0)
 
 
 def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict,
