@@ -285,7 +285,7 @@ def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict,
         eligible = record is not None and not record["usable"] and stands and np.all(sigma > 0)
         windows.append(landing_window(t_m, record) if eligible else None)
     total = sum(window is not None for window in windows)
-    tried = []  # per impact, the landing fits tried, in order
+    tried, done = [], 0  # per impact, the landing fits tried, in order; landings done
     for f, record, window in zip(found, flights, windows, strict=True):
         fits = []
         if window is not None:
@@ -295,8 +295,9 @@ def landings_restitution(t_m, q_m, geometry, found: list[dict], contact: dict,
                 fits.append(
                     landing_fit(t_m, q_m, geometry, *retry, f["restitution"], contact, sigma)
                 )
+            done += 1
             if progress is not None:
-                progress(sum(bool(t) for t in tried) + 1, total)
+                progress(done, total)
         tried.append(fits)
     h = float(np.median(np.diff(t_m)))
     pooled = restitution(
