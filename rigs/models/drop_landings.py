@@ -43,6 +43,10 @@ coarser step. IRC is a model of the landing's few milliseconds; where the frames
 another (a coarser-stepped IRC that sinks at each landing, as the Section 6.1 throw's), the
 fit can follow them with a restitution 0.02 off and a noise std of 0.0013, and only the
 step error, 0.04-0.08 there against a median 0.003 on converged truths, says so.
+
+The fit's μ is recorded with a std of the same two parts (``Landing.mu_std``), not
+reported: a landing knows μ to 0.02-0.03 on varied throws, too little to check the whole
+record's (docs/validation.md, "μ checked by the landings").
 """
 
 from __future__ import annotations
@@ -94,7 +98,8 @@ class Landing:
     ``alternatives`` the restitutions of the restarts within ``AMBIGUOUS_CHI2`` of the best;
     ``usable`` and, where not, ``why``. ``std`` is ``noise_std`` (the Gauss-Newton one) and
     ``step_error`` (the refit's change at the coarser roll-out step; NaN where the fit is
-    not usable: none is computed) in quadrature."""
+    not usable: none is computed) in quadrature. ``mu``, ``mu_noise_std`` and
+    ``mu_step_error``: the same for the fit's friction coefficient (``mu_std``)."""
 
     restitution: float
     noise_std: float
@@ -105,6 +110,9 @@ class Landing:
     alternatives: tuple[float, ...]
     usable: bool
     why: str = ""
+    mu: float = math.nan
+    mu_noise_std: float = math.nan
+    mu_step_error: float = math.nan
 
     @property
     def std(self) -> float:
@@ -112,6 +120,12 @@ class Landing:
         (the noise's alone where no step error was computed)."""
         step = self.step_error if math.isfinite(self.step_error) else 0.0
         return math.hypot(self.noise_std, step)
+
+    @property
+    def mu_std(self) -> float:
+        """μ's std: its noise and roll-out step parts in quadrature (NaN where the fit is not
+        usable: no step error was computed)."""
+        return math.hypot(self.mu_noise_std, self.mu_step_error)
 
     def to_dict(self) -> dict:
         """Plain values for estimate.json."""
@@ -130,6 +144,10 @@ class Landing:
             "alternatives": list(self.alternatives),
             "usable": self.usable,
             "why": self.why,
+            "mu": plain(self.mu),
+            "mu_std": plain(self.mu_std),
+            "mu_noise_std": plain(self.mu_noise_std),
+            "mu_step_error": plain(self.mu_step_error),
         }
 
 
@@ -186,11 +204,13 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
     n = best.fun.size
     s2 = chi2 / max(n - 9, 1)
     value = float(base[6] + best.x[6] * RESTITUTION_SCALE)
+    mu = float(base[8] + best.x[8] * MU_SCALE)
     try:
         cov = max(1.0, s2) * np.linalg.inv(best.jac.T @ best.jac)
         std = math.sqrt(max(cov[6, 6], 0.0)) * RESTITUTION_SCALE
+        mu_noise = math.sqrt(max(cov[8, 8], 0.0)) * MU_SCALE
     except np.linalg.LinAlgError:
-        std = math.inf
+        std = mu_noise = math.inf
     alternatives = tuple(
         float(base[6] + s.x[6] * RESTITUTION_SCALE)
         for s in ends
@@ -206,7 +226,7 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
         why = "other restitutions fit the landing as well: " + ", ".join(
             f"{a:.3g}" for a in alternatives
         )
-    step_error = math.nan
+    step_error = mu_step_error = math.nan
     if not why:
         # How far the answer leans on how the impact's instant is stepped: the same fit, from
         # the same starts, at ``substep_for``'s own step (where the roll-out sinks a third of
@@ -218,8 +238,9 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
         # from the fine fit, the coarse fit stays within 0.001 of it: hence the cold starts.
         coarse_best = min((solve(z0, coarse) for z0 in starts), key=lambda s: s.cost)
         step_error = abs(float(coarse_best.x[6] - best.x[6])) * RESTITUTION_SCALE
+        mu_step_error = abs(float(coarse_best.x[8] - best.x[8])) * MU_SCALE
     return Landing(value, std, step_error, float(s2), limit, (first, last), alternatives,
-                   not why, why)  # fmt: skip
+                   not why, why, mu, mu_noise, mu_step_error)  # fmt: skip
 
 
 def landing_window(t_m, record: dict):

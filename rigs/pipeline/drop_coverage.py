@@ -212,6 +212,8 @@ def run_drop_case(
                 "cpu_s": oe_s[1],
             },
             "model_error_allowance": rep.allowance,
+            # each impact's restitution source, with the landing fits tried (their mu too)
+            "impacts": rep.eps["impacts"],
             "objective": drop_checks.objective_point(fit, settings)["objective"],
             "chi2": fit.cost_fit,
             "gamma": fit.cost_gamma,

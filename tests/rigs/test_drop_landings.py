@@ -23,6 +23,7 @@ from physid.rigs.pipeline.drop_coverage import SLIDING, throw
 
 SEED = 39  # its only resolved impact is the first landing, whose flights do not meet
 TRUTH = 0.2
+MU = SLIDING.mu  # the varied throws' friction coefficient, 0.3
 
 
 def varied_throw(seed: int):
@@ -59,6 +60,10 @@ def test_a_landing_the_flights_cannot_read_is_fitted_within_its_std(landing):
     # a std below 0.01 is the information the landing holds (the frame difference's: 0.030).
     assert abs(eps["value"] - TRUTH) <= 3 * eps["std"], eps
     assert eps["std"] < 0.01, eps
+    # The fit's mu, from the test's +0.01 off: measured -0.0052 +- 0.0108 (noise std 0.0075,
+    # step error 0.0078); 3 std, as above.
+    fit = eps["impacts"][0]["landing_fits"][-1]
+    assert abs(fit["mu"] - MU) <= 3 * fit["mu_std"], fit
 
 
 def test_a_landing_the_model_cannot_follow_is_refused(landing):
@@ -98,6 +103,8 @@ def test_a_landing_whose_flight_before_straddles_its_contact_is_fitted_from_a_fr
     # test's, off as the NLP's are); 3 std is the coverage test's tolerance for one draw.
     assert abs(first["restitution"] - TRUTH) <= 3 * retry["std"], first
     assert abs(eps["value"] - TRUTH) <= 3 * eps["std"], eps
+    # Its mu: measured +0.0055 +- 0.0062 (the refused fit's 0.46 +- 0.094 is not used)
+    assert abs(retry["mu"] - MU) <= 3 * retry["mu_std"], retry
 
 
 def test_a_landing_fits_std_carries_how_far_it_leans_on_the_roll_outs_step():
@@ -105,9 +112,9 @@ def test_a_landing_fits_std_carries_how_far_it_leans_on_the_roll_outs_step():
     each landing where the landing fit's fine roll-out cannot (a model error). The retry's
     fit follows the frames (s^2 1.81, below its limit) with a restitution 0.021 low and a
     noise std of 0.0012 (z -17); refitted at ``substep_for``'s coarser step it moves by
-    0.075, and that step error in its std covers the error. J/m and mu are the NLP's of the
-    drop path's study on this draw, to all their digits (from rounded ones the fit ends
-    elsewhere, s^2 3.1, and is refused)."""
+    0.075, and that step error in its std covers the error; so for its mu (0.060 low). J/m
+    and mu are the NLP's of the drop path's study on this draw, to all their digits (from
+    rounded ones the fit ends elsewhere, s^2 3.1, and is refused)."""
     _, geometry, t_m, q_true, truth = throw(SLIDING)
     q_m = q_true + np.random.default_rng(24).standard_normal(q_true.shape) * SLIDING.noise
     own = drop_checks.frame_noise(q_m)
@@ -124,3 +131,8 @@ def test_a_landing_fits_std_carries_how_far_it_leans_on_the_roll_outs_step():
     assert abs(error) > 5 * fit.noise_std, fit
     # ... the step error brings it within 2 std (measured z -0.3)
     assert abs(error) <= 2 * fit.std, fit
+    # The same for its mu: measured -0.060 with a noise std of 0.0128 (z -4.7), a step
+    # error of 0.068 and so a std of 0.069 (z -0.87)
+    mu_error = fit.mu - truth["mu"]
+    assert abs(mu_error) > 3 * fit.mu_noise_std, fit
+    assert abs(mu_error) <= 2 * fit.mu_std, fit
