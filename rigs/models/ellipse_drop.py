@@ -773,8 +773,11 @@ _STD_COVERS = (
     "J/m, mu and restitution are refined by output error (the IRC model's free run against "
     "every frame, from the NLP's values); their std is that fit's Gauss-Newton covariance, "
     "scaled by the residual variance where it exceeds 1, plus batch means over blocks of "
-    "frames (residuals correlated in time). It covers the frames' noise, not errors of the "
-    "fixed geometry, the mass or the ground line."
+    "frames (residuals correlated in time), and in quadrature its difference from the NLP's "
+    "J/m and mu and the frames' restitution it started from (identifiability.output_error."
+    "difference: the fit's own std is the width of the valley where it stopped, which need "
+    "not be a minimum). It covers the frames' noise, not errors of the fixed geometry, the "
+    "mass or the ground line."
 )
 _STD_COVERS_BOOT = (
     "The std is a parametric bootstrap: the spread of {draws} of {requested} refits of the "
@@ -826,7 +829,8 @@ class Reported:
     the bootstrap ``boot`` and its ``correction`` where they were used, ``eps`` the frames'
     restitution, the competing basins (``competing``, ``far``) that widened the std, the
     model-error ``allowance`` that widened the NLP's std (bootstrap or linearized; None
-    where none), and
+    where none), ``oe_difference`` the kept output error's difference from its start that
+    widened its std (None where it is not kept), and
     ``model`` the J/m, mu and restitution the IRC prediction check simulates with (mu the
     fitted one, also where only its lower bound is reported)."""
 
@@ -846,6 +850,7 @@ class Reported:
     far: np.ndarray
     allowance: dict | None = None
     wall: object = None
+    oe_difference: dict | None = None
 
 
 def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, bootstrap=None,
@@ -860,7 +865,9 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
        start an output-error fit of the IRC model (``drop_checks.output_error``; passed
        in as ``oe`` where already run). Where its free run explains the frames to their
        stated noise (s^2 within chi^2's own scatter: ``oe.kept``,
-       ``drop_checks.output_error_limit``) its values and std are reported.
+       ``drop_checks.output_error_limit``) its values are reported, their std widened in
+       quadrature by their difference from the NLP's J/m and mu and the frames'
+       restitution (``output_error_difference``).
     2. Else, where ``bootstrap`` (a callable returning ``contact_bootstrap``'s result; the
        default ``[method] covariance``) is given, the bootstrap's bias-corrected values
        and std (``bias_correction``), else the NLP's values with the linearized std;
@@ -900,12 +907,25 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
     # restitution 8-40 of its std off under the former limit 4 (MODEL_ERROR_LIMIT, which
     # tolerates a stated noise off by 2x and still decides the NLP's refit).
     accepted = oe.kept
+    oe_difference = None
     if accepted:
         values = oe.values
         std_jm, std_eps = oe.std["J_over_m"], oe.std["restitution"]
         if not hold_mu:
             std_mu = oe.std["mu"]
             friction = friction | {"value": values["mu"]}
+        # The kept fit's std widened in quadrature by its difference from the estimators it
+        # started from, which other model errors bias (the NLP's J/m and mu on its 1 ms
+        # grid, the frames' restitution): its Gauss-Newton std is the width of the valley
+        # where its LM stopped, and that stop need not be a minimum (varied throw 1: J/m,
+        # mu and restitution z +6.6, +11.6 and -17.9 with it; +0.51, +1.87, -1.33 widened
+        # and with a competing basin's spread; docs/validation.md, "The output error on
+        # varied throw 1").
+        oe_difference = output_error_difference(values, start_values, eps["value"] is not None)
+        std_jm = math.hypot(std_jm, oe_difference["J_over_m"])
+        std_eps = math.hypot(std_eps, oe_difference["restitution"])
+        if not hold_mu:
+            std_mu = math.hypot(std_mu, oe_difference["mu"])
     else:
         # The frames' restitution is reported: where the flights cannot read a landing (two
         # contacts within a frame interval or two) a fit of the IRC model over its frames
@@ -996,7 +1016,19 @@ def reported_values(fit, t_m, q_m, geometry, settings, cov, found, starts, boots
         far=far,
         allowance=allowance,
         wall=wall,
+        oe_difference=oe_difference,
     )
+
+
+def output_error_difference(values: dict, start: dict, frames_eps: bool) -> dict:
+    """|``values`` − ``start``| per parameter (J_over_m m², mu, restitution): a kept output
+    error's difference from the NLP's J/m and mu and the frames' restitution it started
+    from (0 for the restitution where the frames give none, ``frames_eps`` false)."""
+    difference = {k: abs(float(values[k]) - float(start[k])) for k in ("J_over_m", "mu")}
+    difference["restitution"] = (
+        abs(float(values["restitution"]) - float(start["restitution"])) if frames_eps else 0.0
+    )
+    return difference
 
 
 def wall_usable(wall) -> bool:
@@ -1083,6 +1115,7 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
     }
     ident["output_error"] = oe.to_dict() | {
         "accepted": accepted,
+        "difference": rep.oe_difference,
         "note": "the reported values and std" if accepted else _oe_refusal(oe),
     }
     checked = (True, friction["identifiable"])  # a bound-only mu has no std to trust

@@ -524,3 +524,25 @@ def test_reported_std_covers_the_truth_on_varied_throws(varied_rows, cls):
     # With a calibrated std 9 or 10 of 10 errors lie within 2 std with probability 0.91.
     c = drop_coverage(varied_rows)["reported"][cls]
     assert c["n"] == 10 and c["within_2_std"] >= 0.9, c
+
+
+def test_a_kept_output_errors_std_covers_its_difference_from_the_nlp_and_the_frames():
+    """Varied throw 1, the one throw of 100 studied whose output error is kept (s^2 0.99):
+    its LM stops short of a minimum in a rugged chi^2 (docs/validation.md, "The output error
+    on varied throw 1"), and its Gauss-Newton std, the width of the valley it stopped in,
+    put J/m, mu and restitution at z +6.6, +11.6 and -17.9 (+3.3, +8.3 and -17.9 with J/m's
+    and mu's widened by a competing basin of the multi-start; measured 2026-11-27). Widened
+    in quadrature by the fit's difference from the NLP's J/m and mu and the frames'
+    restitution it started from, they read z +0.51, +1.87 and -1.33: each within 2 std
+    (the band's tolerance for one throw is 3; 2 asks that the widening does more than
+    scrape by). Default run: one fit and its output error, ~30 s."""
+    row = run_drop_case(replace(VARIED, draws=0), [1])[0]
+    assert row["output_error"]["accepted"], row["output_error"]
+    truth, values = row["truth"], row["values_reported_linearized"]
+    std, own = row["std_reported_linearized"], row["output_error"]["std"]
+    for name in ("J_over_m", "mu", "restitution"):
+        error = values[name] - truth[name]
+        assert abs(error) <= 2 * std[name], (name, error, std[name])
+    # what the widening mends: the output error's own std, mu and restitution > 5 std off
+    for name in ("mu", "restitution"):
+        assert abs(values[name] - truth[name]) > 5 * own[name], (name, own)
