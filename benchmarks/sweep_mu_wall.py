@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from physid.estimation.ipopt_contact import profile_mu, wall_crossing
+from physid.estimation.ipopt_contact import converged_fit, profile_mu, wall_crossing
 from physid.rigs.models import drop_checks
 from physid.rigs.models.ellipse_drop import ipopt_settings
 from physid.rigs.pipeline.drop_coverage import SLIDING, throw
@@ -48,7 +48,8 @@ def one(job: tuple[str, int]) -> dict:
     spec, geometry, t_m, q_true, truth = throw(case, seed) if case.throws else throw(case)
     settings = ipopt_settings(spec, (case.noise, case.noise))
     q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * case.noise
-    fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
+    # the rise is read from the NLP's minimum, the fit solved on to IPOPT's convergence
+    fit = converged_fit(drop_checks.fit_frames(t_m, q_m, geometry, settings))
     profile = profile_mu(fit, [fit.mu + d for d in OFFSETS])
     # the wall is read below the fit; the offsets above it profile the floor
     below = [(p["mu"], 2.0 * (p["objective"] - fit.objective)) for p in profile if p["mu"] < fit.mu]

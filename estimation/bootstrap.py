@@ -204,15 +204,18 @@ class WallDraws:
         }
 
 
-def _contact_refitter(fit: ContactFit, walls: list | None = None, warm=None):
+def _contact_refitter(fit: ContactFit, walls: list | None = None, warm=None, profile=None):
     """(refit function y -> (J/m m^2, mu), success, iterations; bounds [2, 2] of J/m and mu;
     the warm solver) of warm-started refits of ``fit``'s NLP
     (``ipopt_contact.warm_refit_solver``). A refit counts when IPOPT passed a convergence
     test (its own or the parameter-settling one) and J/m is not on its bound. Where
     ``walls`` is a list, each refit's wall of the profile in mu (``mu_wall``: its value,
-    NaN where the refit failed or the profile never rose, and its solves) is appended.
-    ``warm``: the warm solver of ``fit.problem`` where already built."""
+    NaN where the refit failed or the profile never rose, and its solves) is appended,
+    profiled by ``profile`` (a ``warm_refit_solver(fit.problem, settle=False)``, built here
+    where not given). ``warm``: the refits' solver of ``fit.problem`` where already built."""
     warm = warm_refit_solver(fit.problem) if warm is None else warm
+    if walls is not None and profile is None:
+        profile = warm_refit_solver(fit.problem, settle=False)
     lo, hi = warm.lbx[0], warm.ubx[0]
     a2 = fit.j_over_m / float(fit.x[0])  # J/m = r_hat a^2
 
@@ -223,20 +226,22 @@ def _contact_refitter(fit: ContactFit, walls: list | None = None, warm=None):
         ok = sol["success"] and inside
         values = np.array([r_hat * a2, float(sol["parts"]["mu"])])
         if walls is not None:
-            walls.append(_refit_wall(warm.with_data(y), fit, sol, values) if ok else (np.nan, 0))
+            found = _refit_wall(profile.with_data(y), fit, sol, values) if ok else (np.nan, 0)
+            walls.append(found)
         return values, ok, sol["iterations"]
 
     return one, np.array([[lo * a2, hi * a2], [warm.lbx[1], warm.ubx[1]]]), warm
 
 
-def _refit_wall(warm, fit: ContactFit, sol: dict, values: np.ndarray) -> tuple[float, int]:
+def _refit_wall(profile, fit: ContactFit, sol: dict, values: np.ndarray) -> tuple[float, int]:
     """(wall of the profile in mu, solves) of a refit ``sol`` of ``fit``'s NLP, profiled
-    from the refit's own primal-dual point on its data (``warm``)."""
+    from the refit's own primal-dual point on its data (``profile``: a solver to IPOPT's
+    own convergence, ``warm_refit_solver(..., settle=False)``, with the refit's data)."""
     refitted = replace(
         fit, x=sol["x"], lam_g=sol["lam_g"], lam_x=sol["lam_x"],
         j_over_m=float(values[0]), mu=float(values[1]), objective=sol["f"],
     )  # fmt: skip
-    found = mu_wall(refitted, warm)
+    found = mu_wall(refitted, profile)
     return (np.nan if found["value"] is None else found["value"]), found["solves"]
 
 
@@ -263,10 +268,10 @@ def contact_bootstrap(
     of the fit's wall as an estimate of mu (``ellipse_drop.reported_values``). The fit is
     profiled first: where its own profile never rises there is no wall to give a std, and
     the refits are not profiled (their walls NaN)."""
-    warm = warm_refit_solver(fit.problem) if wall else None
-    own = mu_wall(fit, warm) if wall else None
+    profile = warm_refit_solver(fit.problem, settle=False) if wall else None
+    own = mu_wall(fit, profile) if wall else None
     walls = [] if wall and own["value"] is not None else None
-    one, bounds, warm = _contact_refitter(fit, walls, warm)
+    one, bounds, _ = _contact_refitter(fit, walls, profile=profile)
     mean = fit.q[fit.frame_index]
     noise = np.asarray(sigma, float) * max(float(noise_scale), 1.0)
     boot = parametric_bootstrap(
