@@ -1175,12 +1175,13 @@ def build_estimate(spec, fit, ident, cov, ellipse, settings, frames, context) ->
             "j_over_m_starts": context.get("starts", []),
             **fit.stats,
         },
-        covariance=np.asarray(
+        covariance=reported_covariance(
             oe.covariance[:2, :2]
             if accepted
             else _draws_covariance(boot, rep.wall)
             if boot is not None
-            else cov["covariance"]
+            else cov["covariance"],
+            [params["J_over_m"].std, params["mu"].std],
         ).tolist(),
         identifiability=ident,
         extra={
@@ -1235,6 +1236,27 @@ def bias_correction(boot, jm_inside: bool, mu_identified: bool) -> dict:
         "method": "value = 2 fit - median of the refits; std = the refits' spread "
         "x sqrt(1 + pi / (2 n)) (the median's Monte Carlo error)",
     }
+
+
+def reported_covariance(cov, std) -> np.ndarray:
+    """``cov`` [2, 2] of J/m (m^2) and mu (the output error's, the refits' or the NLP's:
+    the std's source) rescaled to the reported ``std`` [2], its correlation kept: the
+    reported std is that source's widened (the model-error allowance, competing basins, a
+    kept output error's difference from its start, the bias correction's Monte Carlo
+    error), and estimate.json's covariance must not give a user another std. A parameter
+    with no finite std (mu a lower bound) has an infinite variance and no covariance
+    (NaN: null in estimate.json); so has a pair whose source has no finite correlation."""
+    c = np.asarray(cov, float)
+    std = np.asarray(std, float)
+    own = np.sqrt(np.clip(np.diag(c), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = c / np.outer(own, own)
+    np.fill_diagonal(corr, 1.0)
+    scaled = corr * np.outer(std, std)
+    scaled[~np.isfinite(scaled)] = np.nan
+    diagonal = np.diag_indices_from(scaled)
+    scaled[diagonal] = std**2
+    return scaled
 
 
 def _draws_covariance(boot, wall=None) -> np.ndarray:

@@ -144,6 +144,29 @@ def test_identify_track_csv_writes_std_extra_and_no_slip_mu_bound(tmp_path):
     assert extra["covariance"]["model_error_allowance"]["J_over_m"] >= 0
     assert "The std of J/m also includes" in data["validation"]["std_covers"]
     assert extra["covariance"]["bootstrap_requested"] is False
+    # estimate.json's covariance gives the reported std (J/m's widened by the allowance),
+    # and no variance or covariance for mu, a lower bound
+    cov = data["covariance"]
+    assert cov[0][0] == pytest.approx(jm["std"] ** 2, rel=1e-12)
+    assert cov[1][1] is None and cov[0][1] is None and cov[1][0] is None
+
+
+def test_the_reported_covariance_is_its_sources_correlation_at_the_reported_std():
+    from physid.rigs.models.ellipse_drop import reported_covariance
+
+    # the source's std 2 and 0.01 with correlation -0.6, the reported std widened to 3 and
+    # 0.05: the correlation stays, the diagonal is the reported std squared
+    source = np.array([[4.0, -0.6 * 2 * 0.01], [-0.6 * 2 * 0.01, 1e-4]])
+    out = reported_covariance(source, [3.0, 0.05])
+    np.testing.assert_allclose(np.diag(out), [9.0, 0.0025], rtol=1e-14)
+    assert out[0, 1] == out[1, 0] == pytest.approx(-0.6 * 3 * 0.05, rel=1e-14)
+    # a parameter with no std (mu a lower bound): infinite variance, no covariance
+    out = reported_covariance(source, [3.0, np.inf])
+    assert out[0, 0] == 9.0 and out[1, 1] == np.inf and np.isnan(out[0, 1])
+    # a source with no finite variance (too few refits): the reported std, no correlation
+    out = reported_covariance(np.full((2, 2), np.inf), [3.0, 0.05])
+    np.testing.assert_allclose(np.diag(out), [9.0, 0.0025])
+    assert np.isnan(out[0, 1])
 
 
 def test_no_slip_throw_identifies_j_over_m_with_a_sharp_bootstrap_std(tmp_path):
@@ -184,6 +207,7 @@ def test_no_slip_throw_identifies_j_over_m_with_a_sharp_bootstrap_std(tmp_path):
         median = float(np.median([d[0] for d in boot["draws"]]))
         assert jm["value"] == pytest.approx(2 * fit_jm - median)
     assert jm["std"] == pytest.approx(boot["std"][0] * np.sqrt(1 + np.pi / (2 * n)))
+    assert data["covariance"][0][0] == pytest.approx(jm["std"] ** 2, rel=1e-12)
     # mu is a lower bound here: not corrected, no std
     assert data["parameters"]["mu"]["value"] == pytest.approx(
         data["identifiability"]["mu"]["lower_bound"]
