@@ -814,8 +814,9 @@ _STD_COVERS_WALL = (
 
 _STD_COVERS_ALLOWANCE = (
     " The std of {which} also includes, in quadrature, the size of the NLP's model error "
-    "against rigid contact: the error of a noise-free fit of the IRC model's own run at the "
-    "identified values (extra.covariance.model_error_allowance)."
+    "against rigid contact: the RMS error of noise-free fits of the IRC model's own runs at "
+    "the identified values, started at three phases of the NLP's time grid "
+    "(extra.covariance.model_error_allowance)."
 )
 
 

@@ -387,6 +387,12 @@ def test_irc_frames_from_the_truths_state_reproduce_the_truths_frames():
     half = _state_only_fit(q0, v0 - np.array([0.0, GRAVITY, 0.0]) * (h - own) / 2, own, t_m)
     np.testing.assert_allclose(drop_checks.irc_frames(half, geometry, values, h, h), q_true,
                                rtol=0, atol=1e-6)  # fmt: skip
+    # read one frame interval (10 steps of 1/1200 s) later, the run's frames are the
+    # truth's next ones: the allowance's phases move the run along its own motion
+    later = drop_checks.irc_frames(same, geometry, values, h, h, offset=10 * h)
+    np.testing.assert_allclose(later[:-1], q_true[1:], rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="pass h"):
+        drop_checks.irc_frames(same, geometry, values, h, offset=h)
 
 
 def test_the_model_error_key_is_a_flag_and_on_by_default():
