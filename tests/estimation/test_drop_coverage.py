@@ -28,9 +28,10 @@ two worker processes (the study 28 min: the bootstrap's walls cost 3-4 warm solv
 47 s CPU a dataset against ~20 s without; the probe moved no fit of seeds 0-49).
 
 Throws other than the Section 6.1 one (``DropCase.throws``, ten throws from their own
-initial states, converged IRC truth; the last tests): the std calibrated on one throw does
-not cover J/m and mu there (2 strict xfails, ~4 min wall on two processes;
-docs/validation.md, "Varied throws").
+initial states, converged IRC truth; the last tests): 9 of 10 of J/m and of mu within 2
+std since the model-error allowance runs at three phases of the NLP's grid (2026-11-27;
+before, 2 strict xfails; ~10 min wall on two processes; docs/validation.md, "Varied
+throws", "The allowance's phases").
 """
 
 from dataclasses import replace
@@ -243,8 +244,10 @@ def test_the_study_reports_what_the_drop_path_reports(rows):
         assert r["reported_source_linearized"] == ("output error" if accepted else "linearized")
         if accepted:
             continue
+        # the allowance's three phases (drop_checks.ALLOWANCE_PHASES): over seeds 0-6, mu's
+        # 0.014-0.023 and J/m's 13-22 mm^2 (measured 2026-11-27); bounds about twice those
         allowance = r["model_error_allowance"]
-        assert allowance is not None and 0.0 <= allowance["mu"] < 0.01, allowance
+        assert allowance is not None and 0.0 <= allowance["mu"] < 0.05, allowance
         assert 0.0 <= allowance["J_over_m"] < 50e-6, allowance
         wall = r["mu_wall"]
         assert wall is not None and wall["value"] is not None and wall["std"] is not None
@@ -414,11 +417,13 @@ def test_the_model_error_key_is_a_flag_and_on_by_default():
 def test_the_model_error_allowance_widens_the_std_of_j_over_m_and_mu():
     # One noise draw of the mu = 0.3 throw (seed 1; the output error is not kept there):
     # the drop path's std of J/m and mu is its own (the linearized or the bootstrap's) and
-    # the allowance in quadrature, the allowance the |error| of a noise-free fit of IRC's
-    # own run at the fitted values (over 100 draws mu's 0.00002-0.005, median 0.0016-0.0021:
-    # 0.01 is twice the largest; J/m's median 6 mm^2). On seed 1 the linearized std of mu
-    # is 0.0026 for an error of +0.0034 and the allowance 0.0035 (measured): the std grows
-    # by 1.7x; restitution keeps its own, and model_error = false gives the linearized std.
+    # the allowance in quadrature, the allowance the RMS error of noise-free fits of IRC's
+    # own runs at the fitted values, one at each of three phases of the NLP's grid step
+    # (over seeds 0-6 mu's 0.014-0.023: 0.05 is twice the largest; with one run from the
+    # fit's own state, the rule before 2026-11-27 17:00 UTC, 0.00002-0.005 over 100 draws).
+    # On seed 1 the linearized std of mu is 0.0026 for an error of +0.0034 and the
+    # allowance 0.0147 (measured; 0.0035 with the one run): the std grows by 5.7x;
+    # restitution keeps its own, and model_error = false gives the linearized std.
     # The bootstrap (6 refits, the fewest a std is taken from, to keep the test short) gets
     # the same allowance; with the walls of the profile in mu (the first impact slides), mu
     # is the fit's wall and its std the refits' walls' spread, widened by the allowance.
@@ -436,8 +441,9 @@ def test_the_model_error_allowance_widens_the_std_of_j_over_m_and_mu():
     assert not plain.accepted and plain.allowance is None
     widened = reported_values(*args, oe=plain.oe)
     allowance = widened.allowance
-    assert allowance is not None and 0.001 < allowance["mu"] < 0.01, allowance
+    assert allowance is not None and 0.005 < allowance["mu"] < 0.05, allowance
     assert allowance["substep_s"] == pytest.approx(1.0 / 24000)
+    assert [p["phase"] for p in allowance["phases"]] == list(drop_checks.ALLOWANCE_PHASES)
     assert widened.std["mu"] == pytest.approx(np.hypot(plain.std["mu"], allowance["mu"]))
     assert widened.std["mu"] > 1.3 * plain.std["mu"]
     assert widened.std["J_over_m"] == pytest.approx(
@@ -506,29 +512,19 @@ def test_varied_throws_are_reproducible_distinct_and_bounce_on_the_bar():
 @pytest.fixture(scope="module")
 def varied_rows():
     # ten throws from their own initial states (DropCase.throws), converged IRC as the
-    # truth (1/24000 s); ~60 s CPU each with the default bootstrap and its walls, on two processes
+    # truth (1/24000 s); ~2.5 min CPU each with the default bootstrap and its walls, the
+    # output error, the allowance's three fits and the landing fits, on two processes
     return run_drop_case(VARIED, range(10), workers=2)
 
 
+# Measured 2026-11-27 17:10 UTC on seeds 0-9, the allowance at three phases of the NLP's
+# grid (drop_checks.ALLOWANCE_PHASES): J/m 9 of 10 within 2 std (throw 6 at z -4.9, 63 mm^2
+# low), mu 9 of 10 (throw 2 at z +5.2, +0.023 at the wall: a basin the probe of
+# mu misses). Before the phases (one allowance run from the fit's own first state) 8 of 10
+# each, and 7 of 10 before a kept output error's std was widened (throw 1); a strict xfail
+# until then (docs/validation.md, "The allowance's phases", "Varied throws").
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", ["J/m (inertia)", "mu (friction)"])
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="measured 2026-11-27 on seeds 0-9: J/m 7 of 10 within 2 std (z -3.8, -7.9 and "
-    "+3.3 on throws 3, 6 and 1), mu 7 of 10 (z +3.6 and +7.5 on throws 0 and 2 at the wall "
-    "of the profile, +0.011 and +0.023 off; +8.3 on throw 1, whose output-error fit was kept "
-    "with a std of 0.00015; 8 of 10 each since a kept output error's std is widened by its "
-    "difference from its start, 14:20 UTC: throw 1 z +0.51 and +1.87); over 50 throws "
-    "J/m 68 / 88 % and mu 37 / 61 % within 1 / 2 std "
-    "(29 / 53 % before mu was read at the wall), mu's error +0.015 on average for a median "
-    "std of 0.0058. With the noise the NLP's objective itself rejects the truth (mu fixed "
-    "at 0.3: 2 x objective up by 19-40 on throws 0, 25, 31, 43, 46). Noise-free frames "
-    "of throws 0-15 fit mu +0.0075 off on average (+0.031 on throws 6 and 10: the NLP's "
-    "1 ms grid, within 0.005 at 0.25 ms), noisy ones +0.0123, all 16 above the truth; the "
-    "bootstrap's warm refits keep the fit's contact mode and see a third of mu's spread "
-    "over noise draws (docs/validation.md, 'Varied throws')",
-)
 def test_reported_std_covers_the_truth_on_varied_throws(varied_rows, cls):
     # With a calibrated std 9 or 10 of 10 errors lie within 2 std with probability 0.91.
     c = drop_coverage(varied_rows)["reported"][cls]
