@@ -32,7 +32,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from physid.estimation.ipopt_contact import ContactFit, mu_wall, refit, warm_refit_solver
+from physid.estimation.ipopt_contact import (
+    ContactFit,
+    fit_at,
+    mu_wall,
+    refit,
+    warm_refit_solver,
+)
 
 # Fewest successful refits for a std: with fewer the spread's own relative error,
 # 1/sqrt(2 (n - 1)), exceeds 0.3.
@@ -226,22 +232,17 @@ def _contact_refitter(fit: ContactFit, walls: list | None = None, warm=None, pro
         ok = sol["success"] and inside
         values = np.array([r_hat * a2, float(sol["parts"]["mu"])])
         if walls is not None:
-            found = _refit_wall(profile.with_data(y), fit, sol, values) if ok else (np.nan, 0)
-            walls.append(found)
+            walls.append(_refit_wall(profile.with_data(y), fit, sol) if ok else (np.nan, 0))
         return values, ok, sol["iterations"]
 
     return one, np.array([[lo * a2, hi * a2], [warm.lbx[1], warm.ubx[1]]]), warm
 
 
-def _refit_wall(profile, fit: ContactFit, sol: dict, values: np.ndarray) -> tuple[float, int]:
+def _refit_wall(profile, fit: ContactFit, sol: dict) -> tuple[float, int]:
     """(wall of the profile in mu, solves) of a refit ``sol`` of ``fit``'s NLP, profiled
     from the refit's own primal-dual point on its data (``profile``: a solver to IPOPT's
     own convergence, ``warm_refit_solver(..., settle=False)``, with the refit's data)."""
-    refitted = replace(
-        fit, x=sol["x"], lam_g=sol["lam_g"], lam_x=sol["lam_x"],
-        j_over_m=float(values[0]), mu=float(values[1]), objective=sol["f"],
-    )  # fmt: skip
-    found = mu_wall(refitted, profile)
+    found = mu_wall(fit_at(fit, sol), profile)
     return (np.nan if found["value"] is None else found["value"]), found["solves"]
 
 

@@ -709,7 +709,14 @@ def converged_fit(fit: ContactFit, warm: _Problem | None = None) -> ContactFit:
     sol = _run(warm, x0=fit.x, lam_g0=fit.lam_g, lam_x0=fit.lam_x)
     if not sol["success"] or sol["f"] >= fit.objective:
         return fit
-    a2 = fit.j_over_m / float(fit.x[0])
+    return fit_at(fit, sol)
+
+
+def fit_at(fit: ContactFit, sol: dict) -> ContactFit:
+    """``fit`` moved to another solution ``sol`` of its NLP (``_run``'s: a refit, a solve
+    on from it): its primal-dual point, J/m (m^2), mu and objective; the grid, trajectory
+    and problem stay ``fit``'s, which is what warm starts from it (``profile_mu``) read."""
+    a2 = fit.j_over_m / float(fit.x[0])  # the NLP's variable is r_hat = (J/m) / a^2
     return replace(
         fit, x=sol["x"], lam_g=sol["lam_g"], lam_x=sol["lam_x"],
         j_over_m=float(sol["parts"]["r_hat"]) * a2, mu=float(sol["parts"]["mu"]),

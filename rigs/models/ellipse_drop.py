@@ -1247,17 +1247,24 @@ def reported_covariance(cov, std) -> np.ndarray:
     error), and estimate.json's covariance must not give a user another std. A parameter
     with no finite std (mu a lower bound) has an infinite variance and no covariance
     (NaN: null in estimate.json); so has a pair whose source has no finite correlation."""
-    c = np.asarray(cov, float)
     std = np.asarray(std, float)
-    own = np.sqrt(np.clip(np.diag(c), 0.0, None))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        corr = c / np.outer(own, own)
+    _, corr = _correlation(cov)
     np.fill_diagonal(corr, 1.0)
     scaled = corr * np.outer(std, std)
     scaled[~np.isfinite(scaled)] = np.nan
     diagonal = np.diag_indices_from(scaled)
     scaled[diagonal] = std**2
     return scaled
+
+
+def _correlation(cov) -> tuple[np.ndarray, np.ndarray]:
+    """(std, correlation) of a covariance matrix: the std the square root of its diagonal
+    (negative round-off clipped to 0), the correlation NaN or inf where a std is 0 or not
+    finite."""
+    c = np.asarray(cov, float)
+    std = np.sqrt(np.clip(np.diag(c), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return std, c / np.outer(std, std)
 
 
 def _draws_covariance(boot, wall=None) -> np.ndarray:
@@ -1298,10 +1305,7 @@ def covariance_report(cov: dict, names, values, checked) -> dict:
     30 fps in the Table 1 sweep, with J/m itself within 2 %), and the std is no confidence
     interval (docs/planar-contact.md).
     """
-    c = np.asarray(cov["covariance"], float)
-    std = np.sqrt(np.clip(np.diag(c), 0.0, None))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        corr = c / np.outer(std, std)
+    std, corr = _correlation(cov["covariance"])
     finite = bool(np.all(np.isfinite(corr)))
     sv = np.linalg.svd(corr, compute_uv=False).tolist() if finite else None
     mask = np.asarray(checked, bool)
