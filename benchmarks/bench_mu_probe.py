@@ -1,4 +1,4 @@
-"""The price of the probes of mu (``IpoptSettings.mu_probe_gap``, issue 24): the drop path's
+"""The price of the probes of mu (``IpoptSettings.mu_probe_gaps``, issue 24): the drop path's
 fit (``drop_checks.fit_multistart``) of noise draws of the Section 6.1 throw with and
 without the probes, alternated in one process; prints the CPU time of each (median over the
 repeats), their ratio, and the fit's mu both ways (a probe that was kept moves it).
@@ -37,7 +37,7 @@ def main() -> None:
     case = replace(SLIDING, mu=args.mu)
     spec, geometry, t_m, q_true, truth = throw(case)
     probed = ipopt_settings(spec, (case.noise, case.noise))
-    plain = replace(probed, mu_probe_gap=None)
+    plain = replace(probed, mu_probe_gaps=())
     print(f"mu = {args.mu}, {len(t_m)} frames, {args.repeats} repeats (CPU s, medians)")
     ratios = []
     for seed in (int(s) for s in args.seeds.split(",")):

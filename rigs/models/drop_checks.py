@@ -297,7 +297,7 @@ def fit_multistart(t_m, q_m, geometry, settings, found: list[dict]) -> tuple:
     Each J/m start is also solved from a second initial mu (``MU_START``, the multi-start on
     mu of ``identify_contact``: kept where its objective is lower by more than
     ``BASIN_CHI2`` / 2, the first otherwise) and, where it slides, probed with mu boxed
-    below its solution (``IpoptSettings.mu_probe_gap``: kept on the same terms where it
+    below its solution (``IpoptSettings.mu_probe_gaps``: kept on the same terms where it
     ends inside its box). The lowest objective whose J/m is
     inside its box wins (else the lowest). Returns (fit, starts: [{start, j_over_m, mu,
     objective, status, solutions}]), ``solutions`` every converged solution of that start

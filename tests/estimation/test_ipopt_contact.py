@@ -334,10 +334,11 @@ def test_benchmark_throw_identified_without_a_restart():
     # the identification; measured J/m -1.9 %, mu 0.308 (goals: 5 %, 0.05).
     _, t_m, q_m = camera(mu=0.3, fps=240, duration=1.0)
     fit = identify_contact(t_m, q_m, GEOMETRY, IpoptSettings())
-    # (the probe of mu below the solution is solved, and not kept)
+    # (the probes of mu below the solution, one per gap, are solved and not kept)
     probes = [r for r in fit.stats["restarts"] if r["reason"] == "mu probe"]
     assert [r for r in fit.stats["restarts"] if r not in probes] == []
-    assert len(probes) == 1 and probes[0]["kept"] == "first"
+    assert [p["gap"] for p in probes] == list(IpoptSettings().mu_probe_gaps)
+    assert all(p["kept"] == "first" for p in probes)
     assert fit.j_over_m == pytest.approx(756e-6, rel=0.05)
     assert fit.mu == pytest.approx(0.3, abs=0.05)
 
