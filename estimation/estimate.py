@@ -207,6 +207,16 @@ class Estimate:
         return Estimate(**data)
 
 
+def std_and_correlation(cov) -> tuple[np.ndarray, np.ndarray]:
+    """(std, correlation) of a covariance matrix (``Estimate.covariance``'s, None entries
+    read as NaN): the std the square root of its diagonal (negative round-off clipped to 0),
+    the correlation NaN or inf where a std is 0 or not finite."""
+    c = np.array([[np.nan if v is None else v for v in row] for row in cov], float)
+    std = np.sqrt(np.clip(np.diag(c), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return std, c / np.outer(std, std)
+
+
 def _num(value, spec: str) -> str:
     """A number for display; '—' where there is none (non-finite values read back as None)."""
     return "—" if value is None or not math.isfinite(value) else format(value, spec)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from physid.estimation.estimate import Estimate
+from physid.estimation.estimate import Estimate, std_and_correlation
 from physid.estimation.figures import pyplot
 from physid.files import atomic_open
 
@@ -365,10 +365,7 @@ def _correlation(estimate: Estimate) -> dict:
     names = list(estimate.parameters)[: len(cov) if cov is not None else 0]
     if len(names) < 2:
         return {"correlation_header": [], "correlation_rows": [], "correlation_source": ""}
-    c = _array(np.asarray(cov, dtype=object).ravel()).reshape(len(names), len(names))
-    std = np.sqrt(np.diag(c))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        corr = c / np.outer(std, std)
+    _, corr = std_and_correlation(cov)
     rows = [[n, *(fmt(v, 2) for v in corr[i])] for i, n in enumerate(names)]
     source = estimate.identifiability.get("covariance_source") or ""
     return {"correlation_header": ["", *names], "correlation_rows": rows,

@@ -21,7 +21,13 @@ from physid.dynamics.planar_contact import Ellipse, Ground
 from physid.dynamics.planar_contact import simulate as simulate_irc
 from physid.errors import InputError
 from physid.estimation.bootstrap import MIN_DRAWS, contact_bootstrap
-from physid.estimation.estimate import Estimate, Result, Status, write_json_atomic
+from physid.estimation.estimate import (
+    Estimate,
+    Result,
+    Status,
+    std_and_correlation,
+    write_json_atomic,
+)
 from physid.estimation.figures import pyplot, save_figure
 from physid.estimation.flags import bound_flags, flag_parameters
 from physid.estimation.ipopt_contact import (
@@ -1248,23 +1254,13 @@ def reported_covariance(cov, std) -> np.ndarray:
     with no finite std (mu a lower bound) has an infinite variance and no covariance
     (NaN: null in estimate.json); so has a pair whose source has no finite correlation."""
     std = np.asarray(std, float)
-    _, corr = _correlation(cov)
+    _, corr = std_and_correlation(cov)
     np.fill_diagonal(corr, 1.0)
     scaled = corr * np.outer(std, std)
     scaled[~np.isfinite(scaled)] = np.nan
     diagonal = np.diag_indices_from(scaled)
     scaled[diagonal] = std**2
     return scaled
-
-
-def _correlation(cov) -> tuple[np.ndarray, np.ndarray]:
-    """(std, correlation) of a covariance matrix: the std the square root of its diagonal
-    (negative round-off clipped to 0), the correlation NaN or inf where a std is 0 or not
-    finite."""
-    c = np.asarray(cov, float)
-    std = np.sqrt(np.clip(np.diag(c), 0.0, None))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return std, c / np.outer(std, std)
 
 
 def _draws_covariance(boot, wall=None) -> np.ndarray:
@@ -1305,7 +1301,7 @@ def covariance_report(cov: dict, names, values, checked) -> dict:
     30 fps in the Table 1 sweep, with J/m itself within 2 %), and the std is no confidence
     interval (docs/planar-contact.md).
     """
-    std, corr = _correlation(cov["covariance"])
+    std, corr = std_and_correlation(cov["covariance"])
     finite = bool(np.all(np.isfinite(corr)))
     sv = np.linalg.svd(corr, compute_uv=False).tolist() if finite else None
     mask = np.asarray(checked, bool)

@@ -8,7 +8,13 @@ import re
 import numpy as np
 import pytest
 
-from physid.estimation.estimate import Estimate, ParameterEstimate, Result, Status
+from physid.estimation.estimate import (
+    Estimate,
+    ParameterEstimate,
+    Result,
+    Status,
+    std_and_correlation,
+)
 from physid.estimation.prediction import Channel, Prediction
 from physid.estimation.report import (
     _consistency_note,
@@ -187,3 +193,14 @@ def test_every_numeric_column_header_carries_its_unit(good_page):
     assert headers
     for h in headers:
         assert h in text_columns or re.search(r"\(.+\)", h), h
+
+
+def test_std_and_correlation_of_a_covariance():
+    # the report's correlation table and the drop's estimate.json covariance both read a
+    # covariance through it: std 2 and 3, correlation 2 / (2 * 3); a missing entry (None in
+    # estimate.json) reads NaN, a variance of -1e-18 (round-off) a std of 0, not NaN
+    std, corr = std_and_correlation([[4.0, 2.0], [2.0, 9.0]])
+    np.testing.assert_allclose(std, [2.0, 3.0])
+    np.testing.assert_allclose(corr, [[1.0, 1 / 3], [1 / 3, 1.0]])
+    std, corr = std_and_correlation([[4.0, None], [None, -1e-18]])
+    assert std[1] == 0.0 and np.isnan(corr[0, 1]) and corr[0, 0] == 1.0
