@@ -173,17 +173,19 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
     jm0, mu0 = float(contact["J_over_m"]), float(contact["mu"])
     eps0 = min(max(eps0, 0.0), 1.0)
     # variables: pose (noise std), velocity (noise std per frame interval), restitution,
-    # J/m (per cent) and mu, each in its scale
+    # J/m (per cent) and mu, each in its scale: restitution's and mu's places
+    EPS, MU = 6, 8
     scale = np.concatenate([sigma, sigma / h, [RESTITUTION_SCALE, 0.01 * jm0, MU_SCALE]])
     base = np.concatenate([q0, v0, [eps0, jm0, mu0]])
     box = np.array([[0.0, 1.0], [0.5 * jm0, 2.0 * jm0], [0.0, 2.0]])  # eps, J/m, mu
     lower = np.full(9, -np.inf)
     upper = np.full(9, np.inf)
-    lower[6:], upper[6:] = ((box[:, 0] - base[6:]) / scale[6:], (box[:, 1] - base[6:]) / scale[6:])
+    lower[EPS:], upper[EPS:] = ((box[:, 0] - base[EPS:]) / scale[EPS:],
+                                (box[:, 1] - base[EPS:]) / scale[EPS:])  # fmt: skip
 
     def residuals(z, sub):
         p = base + z * scale
-        eps, jm, mu = np.clip(p[6:], box[:, 0], box[:, 1])
+        eps, jm, mu = np.clip(p[EPS:], box[:, 0], box[:, 1])
         sim = simulator(geometry, 1.0, float(jm), float(mu), float(eps), h, sub)
         pred = sim((p[:3][None], p[3:6][None]), np.zeros(1, int), int(nodes[-1]))[0][nodes]
         d = pred - y
@@ -196,23 +198,23 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
     starts = []
     for e in (eps0, *RESTITUTION_STARTS):
         z0 = np.zeros(9)
-        z0[6] = min(max((e - eps0) / RESTITUTION_SCALE, lower[6]), upper[6])
+        z0[EPS] = min(max((e - eps0) / RESTITUTION_SCALE, lower[EPS]), upper[EPS])
         starts.append(z0)
     ends = [solve(z0, fine) for z0 in starts]
     best = min(ends, key=lambda s: s.cost)
     chi2 = 2.0 * best.cost
     n = best.fun.size
     s2 = chi2 / max(n - 9, 1)
-    value = float(base[6] + best.x[6] * RESTITUTION_SCALE)
-    mu = float(base[8] + best.x[8] * MU_SCALE)
+    value = float(base[EPS] + best.x[EPS] * RESTITUTION_SCALE)
+    mu = float(base[MU] + best.x[MU] * MU_SCALE)
     try:
         cov = max(1.0, s2) * np.linalg.inv(best.jac.T @ best.jac)
-        std = math.sqrt(max(cov[6, 6], 0.0)) * RESTITUTION_SCALE
-        mu_noise = math.sqrt(max(cov[8, 8], 0.0)) * MU_SCALE
+        std = math.sqrt(max(cov[EPS, EPS], 0.0)) * RESTITUTION_SCALE
+        mu_noise = math.sqrt(max(cov[MU, MU], 0.0)) * MU_SCALE
     except np.linalg.LinAlgError:
         std = mu_noise = math.inf
     alternatives = tuple(
-        float(base[6] + s.x[6] * RESTITUTION_SCALE)
+        float(base[EPS] + s.x[EPS] * RESTITUTION_SCALE)
         for s in ends
         if 2.0 * s.cost <= chi2 + AMBIGUOUS_CHI2
     )
@@ -237,8 +239,8 @@ def landing_fit(t_m, q_m, geometry, frames: tuple[int, int], start, eps0: float,
         # truths move by a median 0.003 (90th percentile 0.016, 40 landings). Refitted warm
         # from the fine fit, the coarse fit stays within 0.001 of it: hence the cold starts.
         coarse_best = min((solve(z0, coarse) for z0 in starts), key=lambda s: s.cost)
-        step_error = abs(float(coarse_best.x[6] - best.x[6])) * RESTITUTION_SCALE
-        mu_step_error = abs(float(coarse_best.x[8] - best.x[8])) * MU_SCALE
+        step_error = abs(float(coarse_best.x[EPS] - best.x[EPS])) * RESTITUTION_SCALE
+        mu_step_error = abs(float(coarse_best.x[MU] - best.x[MU])) * MU_SCALE
     return Landing(value, std, step_error, float(s2), limit, (first, last), alternatives,
                    not why, why, mu, mu_noise, mu_step_error)  # fmt: skip
 
