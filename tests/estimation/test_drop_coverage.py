@@ -318,7 +318,8 @@ def test_the_output_error_refinement_is_kept_on_the_throw(rows):
                 "100); with the linearized std (erratic: 2.4 mm^2 to 1.5e13 mm^2) 68 / 91 % "
                 "over 100 (docs/validation.md, 'The ellipse drop's std'). Since the "
                 "allowance runs at three phases of the NLP's grid (2026-11-27 17:00 UTC) "
-                "92 / 100 % on seeds 0-11, median std 17.8 mm^2 (12.5 before): the allowance "
+                "92 / 100 % on seeds 0-11, median std 17.8 mm^2 (12.5 before; 16.8 since the "
+                "second probe of mu, 2026-11-27 20:20 UTC): the allowance "
                 "measures the NLP against converged IRC, this truth is IRC at 1/1200 s "
                 "(docs/validation.md, 'The allowance's phases').",
             ),
@@ -338,7 +339,8 @@ def test_the_output_error_refinement_is_kept_on_the_throw(rows):
                 "and covered varied throws less (docs/validation.md, 'mu at the wall'). "
                 "Since the allowance runs at three phases of the NLP's grid (2026-11-27 "
                 "17:00 UTC): 100 / 100 % on seeds 0-11, median std 0.0213 for an RMS error "
-                "of 0.0031 (0.0047 before): the allowance measures the NLP against "
+                "of 0.0031 (0.0047 before; 0.0184 and 0.0033 since the second probe of mu, "
+                "2026-11-27 20:20 UTC): the allowance measures the NLP against "
                 "converged IRC, this truth is IRC at 1/1200 s (docs/validation.md, 'The "
                 "allowance's phases').",
             ),
