@@ -417,11 +417,18 @@ class ContactSteps(NamedTuple):
     off_law: np.ndarray
 
 
+def in_contact(pn) -> np.ndarray:
+    """[N] bool, the steps with contact: a normal impulse ``pn`` [N] (m/s) above 1 % of the
+    largest (below it, the NLP's numerical floor)."""
+    pn = np.asarray(pn, float)
+    return pn > 1e-2 * max(float(pn.max(initial=0.0)), 1e-12)
+
+
 def contact_steps(parts: dict, frame_t, settings: IpoptSettings) -> ContactSteps:
     """Classify the steps of a solution's ``parts`` (pn, pt, ut, mu); see ``ContactSteps``."""
     pn, pt, ut, mu = parts["pn"], parts["pt"], parts["ut"], float(parts["mu"])
     noise = 3.0 * slip_noise(frame_t, settings.sigma_pos)
-    contact = pn > 1e-2 * max(float(pn.max()), 1e-12)
+    contact = in_contact(pn)
     ratio = np.abs(pt) / np.maximum(pn, 1e-300)
     slipping = contact & (np.abs(ut) > noise)
     miss = np.abs(pt + mu * pn * np.sign(ut))  # from Coulomb friction against the slip

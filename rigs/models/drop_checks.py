@@ -42,6 +42,7 @@ from physid.estimation.ipopt_contact import (
     _geometry_numeric,
     assign_surfaces,
     identify_contact,
+    in_contact,
     surface_rows,
 )
 from physid.estimation.prediction import (
@@ -849,14 +850,12 @@ def irc_frames(fit, geometry, values: dict, substep_h: float, h: float | None = 
 
 def observed_start(fit) -> int:
     """The first of the fit's frames whose NLP state the frames determine: 0, or 1 where
-    the NLP has contact (``ContactSteps.contact``'s test: a normal impulse above 1 % of its
+    the NLP has contact (``ipopt_contact.in_contact``: a normal impulse above 1 % of its
     largest) within the first frame interval. Before an impact in that interval only the
     first frame sees the motion, so the NLP's velocity there is whatever its objective
     found cheapest, not the throw's: on varied throw 16 (about [3, −5] m/s at the start)
     it was [7.2, −14.6] m/s, and IRC run from it missed the frames by 0.31 m RMS."""
-    pn = np.asarray(fit.pn, float)
-    contact = pn > 1e-2 * max(float(pn.max(initial=0.0)), 1e-12)
-    return int(contact[: int(fit.frame_index[1])].any())
+    return int(in_contact(fit.pn)[: int(fit.frame_index[1])].any())
 
 
 def fit_frames(t_m, frames, geometry, settings):

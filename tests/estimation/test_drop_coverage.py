@@ -36,7 +36,7 @@ std since the model-error allowance runs at three phases of the NLP's grid (2026
 before, 2 strict xfails; ~10 min wall on two processes; docs/validation.md, "Varied
 throws", "The allowance's phases"), mu 10 of 10 by the study's rows since the second probe
 of mu (throw 2; passed 2026-11-27 19:35-19:58 UTC, AMD EPYC, beside a slow MuJoCo test).
-Also: the second probe on varied throw 2 (default run, ~15 s) and the allowance of a throw
+Also: the second probe on varied throw 2 (default run, ~10 s) and the allowance of a throw
 that lands within its first frame interval (varied throw 16; slow, ~1 min).
 """
 
