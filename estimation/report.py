@@ -304,6 +304,7 @@ def experiment_page(summary: dict, estimate: Estimate, folder: Path) -> str:
             "RMS error (channel unit)",
             "sensor noise (channel unit)",
             "RMS / noise (1)",
+            "a correct model's RMS / noise (1)",
             "RMS over the whole record (channel unit)",
             "departs after (s)",
         ],
@@ -337,7 +338,8 @@ def prediction_rows(predictions: list[dict]) -> list[list]:
     rows = []
     for p in predictions:
         for c in p["channels"]:
-            poor = c["ratio"] > 3.0 if c.get("ratio") is not None else False
+            limit = c.get("limit", 3.0)  # (estimate.json files before "limit": 3 × noise)
+            poor = c["ratio"] > limit if c.get("ratio") is not None else False
             rows.append(
                 [
                     p["kind"],
@@ -347,6 +349,7 @@ def prediction_rows(predictions: list[dict]) -> list[list]:
                     fmt(c["rms"], 3),
                     fmt(c["noise"], 3),
                     {"text": fmt(c["ratio"], 2), "class": "zbad" if poor else ""},
+                    fmt(c.get("expected_ratio"), 2) if c.get("expected_ratio") else "—",
                     fmt(c.get("rms_whole_record"), 3),
                     fmt(p.get("departs_at_s"), 3),
                 ]

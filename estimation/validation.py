@@ -4,7 +4,9 @@
 - "not converged": no convergence test passed (``Status``); nothing else is trusted.
 - "poor fit": some prediction check (``estimation.prediction``: k-step-ahead or free run, on
   the fitted or on held-out data) has an RMS error above ``POOR_FIT`` times the sensor noise
-  on some channel.
+  on some channel, or, where the check knows what a correct model scores on this motion
+  (``Prediction.expected``: a motion that amplifies the state's noise), above ``POOR_FIT``
+  times that.
 - "good fit": otherwise. Parameters flagged not identifiable and residual findings are
   listed with it; they do not change the word (a good fit can leave a parameter
   unidentified: the data do not excite it, yet the model predicts them).
@@ -36,11 +38,15 @@ def validation(
     else:
         word = GOOD
     for p in predictions:
-        for c, ratio in zip(p.channels, p.ratio, strict=True):
-            if ratio > POOR_FIT:
+        expected = [None] * len(p.channels) if p.expected is None else p.expected
+        for c, ratio, limit, e in zip(p.channels, p.ratio, p.limit, expected, strict=True):
+            if ratio > limit:
+                beyond = "" if e is None or e <= 1.0 else (
+                    f", above {POOR_FIT:g} × the {e:.2g} × a correct model scores on this "
+                    "motion")  # fmt: skip
                 reasons.append(
                     f"{p.kind} on {p.label}: {c.name} RMS {ratio:.1f} × its noise "
-                    f"({c.noise:.3g} {c.unit})"
+                    f"({c.noise:.3g} {c.unit}){beyond}"
                 )
     if word == GOOD and any(p.poor for p in predictions):
         word = POOR
@@ -65,11 +71,13 @@ def summary(word: str, predictions: list[Prediction], flagged: dict) -> str:
     parameters are flagged."""
     parts = []
     for p in predictions:
-        i = int(p.ratio.argmax())
+        i = int((p.ratio / p.limit).argmax())  # the channel nearest its limit
         c = p.channels[i]
+        correct = "" if p.expected is None or p.expected[i] <= 1.0 else (
+            f"; a correct model {p.expected[i]:.2g} ×")  # fmt: skip
         parts.append(
             f"{p.kind} on {p.label} {p.rms[i]:.3g} {c.unit} RMS ({p.ratio[i]:.2g} × noise, "
-            f"{c.name})"
+            f"{c.name}{correct})"
         )
     text = word
     if parts:

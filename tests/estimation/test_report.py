@@ -92,9 +92,10 @@ def test_kappa_stages_are_said_only_when_there_were_several():
 # ------------------------------------------------------------------ the experiment page
 
 
-def _estimate(prediction_error: float) -> Estimate:
+def _estimate(prediction_error: float, expected: float | None = None) -> Estimate:
     """A hand-made estimate of a two-parameter drop-like fit: J/m far from its truth,
-    μ only bounded below, one channel predicted with the given RMS error (noise 1e-3)."""
+    μ only bounded below, one channel predicted with the given RMS error (noise 1e-3) and,
+    if given, the RMS over the noise a correct model scores on this motion."""
     status = Status(Result.successful, "relative cost decrease below eps_f", "a test")
     params = {
         "J_over_m": ParameterEstimate(7.69e-4, 1.2e-6, "m^2", True),
@@ -106,6 +107,7 @@ def _estimate(prediction_error: float) -> Estimate:
     p = Prediction(
         "k-step", "fitted data", 10, (ch,), t, pred, np.array([prediction_error]),
         np.array([100]), measured=np.sin(t)[:, None],
+        expected=None if expected is None else np.array([expected]),
     )  # fmt: skip
     checked = validation(status, [p], params, {}, "The std covers the noise.")
     return Estimate(
@@ -144,6 +146,19 @@ def test_a_poor_prediction_is_marked_poor_fit(tmp_path):
     page = experiment_page(TRUTH, _estimate(5e-3), tmp_path)
     assert 'class="verdict poor"' in page and "Verdict: poor fit" in page
     assert "k-step on fitted data: theta RMS 5.0 × its noise" in page
+
+
+def test_the_limit_is_3_times_what_a_correct_model_scores_where_that_is_known(tmp_path):
+    # 5 x the noise where a correct model scores 4 x on this motion: a good fit, and the
+    # page says what a correct model scores; 13 x is above 3 x 4 and a poor fit.
+    page = experiment_page(TRUTH, _estimate(5e-3, expected=4.0), tmp_path)
+    assert "Verdict: good fit" in page
+    assert "<th>a correct model&#39;s RMS / noise (1)</th>" in page
+    assert "<td>5</td><td>4</td>" in page  # the RMS over the noise, then a correct model's
+    assert "a correct model 4 ×" in page  # the summary line
+    page = experiment_page(TRUTH, _estimate(13e-3, expected=4.0), tmp_path)
+    assert "Verdict: poor fit" in page
+    assert "theta RMS 13.0 × its noise (0.001 rad), above 3 × the 4 × a correct model" in page
 
 
 def test_far_values_are_coloured_and_a_lower_bound_is_written_as_one(good_page):
