@@ -541,6 +541,17 @@ def test_a_probe_of_mu_finds_the_basin_that_no_start_reaches():
 VARIED = DropCase(mu=0.3, throws=True, truth_h=1.0 / 24000)
 
 
+def _varied_fit(seed: int):
+    """(geometry, frame times, noisy frames, truth, settings, the NLP's fit as the drop
+    path fits) of varied throw ``seed``, its noise drawn from the same seed."""
+    from physid.rigs.models.ellipse_drop import ipopt_settings
+
+    _, geometry, t_m, q_true, truth = throw(VARIED, seed)
+    q_m = q_true + np.random.default_rng(seed).standard_normal(q_true.shape) * VARIED.noise
+    settings = ipopt_settings(case_spec(VARIED), (VARIED.noise, VARIED.noise))
+    return geometry, t_m, q_m, truth, settings, drop_checks.fit_frames(t_m, q_m, geometry, settings)
+
+
 def test_varied_throws_are_reproducible_distinct_and_bounce_on_the_bar():
     # The study's premise: each seed's throw is its own (so its model error is), the same
     # on every run (the seed fixes it), and a drop the path can fit (two or more impacts
@@ -582,12 +593,7 @@ def test_the_second_probe_of_mu_finds_the_basin_just_below_the_fit():
     # held gives a lower objective; the probe below 0.97 mu ends inside its box at 0.3029
     # with objective 59.39 (measured 2026-11-27; of throws 0-29 only 2 and 18 move, 18
     # from 0.3495 to 0.3111). 0.01: well inside the 0.022 the two fits lie apart.
-    from physid.rigs.models.ellipse_drop import ipopt_settings
-
-    _, geometry, t_m, q_true, truth = throw(VARIED, 2)
-    q_m = q_true + np.random.default_rng(2).standard_normal(q_true.shape) * VARIED.noise
-    settings = ipopt_settings(case_spec(VARIED), (VARIED.noise, VARIED.noise))
-    fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
+    geometry, t_m, q_m, truth, settings, fit = _varied_fit(2)
     assert abs(fit.mu - truth["mu"]) < 0.01
     probes = [r for r in fit.stats["restarts"] if r["reason"] == "mu probe"]
     assert [(r["gap"], r["kept"]) for r in probes] == [(0.1, "first"), (0.03, "restart")]
@@ -606,12 +612,7 @@ def test_the_allowance_of_a_throw_that_lands_before_its_second_frame():
     # and their fits put the allowance of J/m at 3000 mm^2 (4 x J/m). Started at the
     # second frame (drop_checks.observed_start) it is 8.8 mm^2 (measured 2026-11-27; the
     # other throws' 4-30 mm^2: 50 bounds it).
-    from physid.rigs.models.ellipse_drop import ipopt_settings
-
-    _, geometry, t_m, q_true, _ = throw(VARIED, 16)
-    q_m = q_true + np.random.default_rng(16).standard_normal(q_true.shape) * VARIED.noise
-    settings = ipopt_settings(case_spec(VARIED), (VARIED.noise, VARIED.noise))
-    fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
+    geometry, t_m, q_m, _, settings, fit = _varied_fit(16)
     assert drop_checks.observed_start(fit) == 1
     values = {"J_over_m": fit.j_over_m, "mu": fit.mu, "restitution": 0.2}
     allowance = drop_checks.model_error_allowance(fit, geometry, settings, values)
@@ -650,12 +651,7 @@ def test_the_verdict_of_a_vigorous_throw_knows_what_a_correct_model_scores():
     # against 3 x what a correct model scores, 25 of 30 read good, and 25 of 30 with
     # restitution 0.3 for 0.2 and 26 of 30 with J/m 10 % high read poor (docs/validation.md,
     # "Prediction checks of vigorous throws"). Here: the truth good, both wrong models poor.
-    from physid.rigs.models.ellipse_drop import ipopt_settings
-
-    _, geometry, t_m, q_true, truth = throw(VARIED, 2)
-    q_m = q_true + np.random.default_rng(2).standard_normal(q_true.shape) * VARIED.noise
-    settings = ipopt_settings(case_spec(VARIED), (VARIED.noise, VARIED.noise))
-    fit = drop_checks.fit_frames(t_m, q_m, geometry, settings)
+    geometry, t_m, q_m, truth, settings, fit = _varied_fit(2)
 
     def checks(**wrong):
         values = truth | wrong
