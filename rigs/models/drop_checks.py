@@ -64,7 +64,8 @@ BATCHES = 10  # blocks of frames of the batch-means covariance (as for the hinge
 PREDICTION_HORIZON = 0.1  # s, the k of the k-step-ahead check (as for the hinged rigs)
 FREE_RUN_HORIZON = 1.0  # s, the free run's verdict horizon
 # Growing windows of the observers (``InitialState.stages``): the free run's 2k steps from
-# 1/16 of them (the first with three frames at 120 fps), each k-step window's past from 1/4.
+# 1/16 of them, each k-step window's past from 1/4, a window with fewer than three frames
+# skipped (at 120 fps on the NLP's ~1 ms grid the free run's first is 1/8: four frames).
 # Over 30 varied throws at 1 mm (true values) the free run's observer fitted its window to
 # 3-360 noise std RMS (median 25) in one stage of Gauss-Newton, to 0.9-50 (median 3.8) so
 # (docs/validation.md, "Prediction checks of vigorous throws").
@@ -476,6 +477,7 @@ class GridStates:
 
     @classmethod
     def of(cls, fit) -> GridStates:
+        """A fit's states (``t``, ``q``, ``v``, ``frame_index`` attributes)."""
         return cls(*(np.asarray(getattr(fit, k)) for k in ("t", "q", "v", "frame_index")))
 
     @classmethod
