@@ -107,7 +107,7 @@ def main() -> None:
     cpu = {m: [] for m in methods}
     for seed in seeds:
         sim, obs, chans, window, z0, settings = problem(case, seed)
-        steps = drop_checks.state_steps(settings)
+        steps = drop_checks.state_steps(chans)
         sim((z0[None, :3], z0[None, 3:]), np.zeros(1, int), window)  # compile outside timing
         row = []
         for name, run in methods.items():

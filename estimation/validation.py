@@ -38,12 +38,12 @@ def validation(
     else:
         word = GOOD
     for p in predictions:
-        expected = [None] * len(p.channels) if p.expected is None else p.expected
-        for c, ratio, limit, e in zip(p.channels, p.ratio, p.limit, expected, strict=True):
+        for c, ratio, limit in zip(p.channels, p.ratio, p.limit, strict=True):
             if ratio > limit:
-                beyond = "" if e is None or e <= 1.0 else (
-                    f", above {POOR_FIT:g} × the {e:.2g} × a correct model scores on this "
-                    "motion")  # fmt: skip
+                correct = limit / POOR_FIT  # what a correct model scores, at least 1
+                beyond = "" if correct <= 1.0 else (
+                    f", above {POOR_FIT:g} × the {correct:.2g} × a correct model scores on "
+                    "this motion")  # fmt: skip
                 reasons.append(
                     f"{p.kind} on {p.label}: {c.name} RMS {ratio:.1f} × its noise "
                     f"({c.noise:.3g} {c.unit}){beyond}"
@@ -73,8 +73,8 @@ def summary(word: str, predictions: list[Prediction], flagged: dict) -> str:
     for p in predictions:
         i = int((p.ratio / p.limit).argmax())  # the channel nearest its limit
         c = p.channels[i]
-        correct = "" if p.expected is None or p.expected[i] <= 1.0 else (
-            f"; a correct model {p.expected[i]:.2g} ×")  # fmt: skip
+        scale = p.limit[i] / POOR_FIT  # what a correct model scores, at least 1
+        correct = "" if scale <= 1.0 else f"; a correct model {scale:.2g} ×"
         parts.append(
             f"{p.kind} on {p.label} {p.rms[i]:.3g} {c.unit} RMS ({p.ratio[i]:.2g} × noise, "
             f"{c.name}{correct})"

@@ -495,12 +495,13 @@ class GridStates:
         return GridStates(self.t[node:], self.q[node:], self.v[node:], frames)
 
 
-def state_steps(settings) -> np.ndarray:
+def state_steps(chans) -> np.ndarray:
     """The finite-difference steps of the prediction's observer in (x, y, θ, vx, vy, ω):
-    a tenth of the pose noise, and a tenth of it per 0.1 s. A roll-out's impacts move by
-    whole sub-steps, so a step must move the frames by more than that jitter (the output
-    error's reason, ``_OE_STEPS``); 1e-6 m with 1 mm noise gave Jacobians of jitter."""
-    pose = 0.1 * np.array([settings.sigma_pos, settings.sigma_pos, settings.sigma_theta])
+    a tenth of the pose channels' noise (:func:`channels`), and a tenth of it per 0.1 s. A
+    roll-out's impacts move by whole sub-steps, so a step must move the frames by more than
+    that jitter (the output error's reason, ``_OE_STEPS``); 1e-6 m with 1 mm noise gave
+    Jacobians of jitter."""
+    pose = 0.1 * np.array([c.noise for c in chans])
     return np.concatenate([pose, pose / 0.1])
 
 
@@ -536,10 +537,9 @@ def predictions(fit, t_m, q_m, geometry, settings, m: float, values: dict, label
     horizon = int(round(FREE_RUN_HORIZON / h))
 
     def checks(observed: Observations, at: GridStates, free_from: GridStates, guide) -> list:
-        ahead = k_step_observed(sim, at, observed, chans, k, label, state_steps(settings),
-                                guide)  # fmt: skip
-        free = free_run(sim, _initial_state(free_from, settings), observed, chans, window,
-                        label, horizon)  # fmt: skip
+        ahead = k_step_observed(sim, at, observed, chans, k, label, guide)
+        free = free_run(sim, _initial_state(free_from, chans), observed, chans, window, label,
+                        horizon)  # fmt: skip
         return [ahead, free]
 
     free_from, guide = states, None
@@ -547,7 +547,7 @@ def predictions(fit, t_m, q_m, geometry, settings, m: float, values: dict, label
         # second start of each k-step window
         run = np.asarray(sim((start[0][None], start[1][None]), np.zeros(1, int), len(fit.t) - 1))
         free_from = GridStates.of_poses(fit.t, run[0], fit.frame_index, start[1]).from_node(node)
-        guide = free_from.q
+        guide = free_from
     found = checks(obs, states, free_from, guide)
     if not any(p.poor for p in found):  # within 3 x the noise: the limit cannot matter
         return found
@@ -556,18 +556,18 @@ def predictions(fit, t_m, q_m, geometry, settings, m: float, values: dict, label
     return [replace(p, expected=e) for p, e in zip(found, expected, strict=True)]
 
 
-def _initial_state(states: GridStates, settings) -> InitialState:
+def _initial_state(states: GridStates, chans) -> InitialState:
     """The free run's initial state (q, v at the grid's first step), refined in
     ``FREE_RUN_STAGES`` growing windows (``InitialState.stages``)."""
     return InitialState(
         np.concatenate([states.q[0], states.v[0]]),
         lambda z: (np.asarray(z)[:, :3], np.asarray(z)[:, 3:]),
-        step=state_steps(settings),
+        step=state_steps(chans),
         stages=FREE_RUN_STAGES,
     )
 
 
-def k_step_observed(sim, fit, obs: Observations, chans, k: int, label: str, step, guide=None):
+def k_step_observed(sim, fit, obs: Observations, chans, k: int, label: str, guide=None):
     """The k-step-ahead check as a predictor from past frames only: for each window
     (s, s + k], the state at s − k is the NLP's, refined by output error to the frames of
     [s − k, s] through the IRC model (``estimation.prediction.refine_initial_state``), then
@@ -585,17 +585,18 @@ def k_step_observed(sim, fit, obs: Observations, chans, k: int, label: str, step
     sigma_theta sqrt(12/6) / 25 ms, which alone drifts by 4x the angle noise over the next
     75 ms: the observer has to see as long a stretch as it predicts.
 
-    ``guide`` [n, 3]: poses of a roll-out of the identified model (the output-error fit's
+    ``guide`` (``GridStates``): a roll-out of the identified model (the output-error fit's
     free run) on the grid; its state at s − k, v = (q^k − q^{k−1})/h as the NLP's, is a
     second start of the refinement, and the start whose refined state fits the past frames
     better is kept (a choice made on past frames only). The NLP's state 10 ms after the
     sample's second impact is far enough off that 6 Gauss–Newton steps from it did not
     reach the past frames' optimum (the window after it missed by 15-19x the noise).
 
-    ``step``: the refinement's finite-difference steps (:func:`state_steps`); it runs
-    Levenberg–Marquardt over the past's first quarter, half and whole (three growing windows,
+    The refinement (finite-difference steps :func:`state_steps`) runs Levenberg–Marquardt
+    over the past's first quarter, half and whole (three growing windows,
     ``InitialState.stages``)."""
     n = len(obs.t)
+    step = state_steps(chans)
     starts = window_starts(n, k)
     predicted = np.full(obs.y.shape, np.nan)
     for s in starts[starts >= k]:  # a handful of windows, each a short output-error fit
@@ -603,8 +604,7 @@ def k_step_observed(sim, fit, obs: Observations, chans, k: int, label: str, step
         sub = Observations(obs.t[past:], obs.y[past:], obs.present[past:])
         starts = [np.concatenate([fit.q[past], fit.v[past]])]
         if guide is not None and past >= 1:
-            h = float(obs.t[past] - obs.t[past - 1])
-            starts.append(np.concatenate([guide[past], (guide[past] - guide[past - 1]) / h]))
+            starts.append(np.concatenate([guide.q[past], guide.v[past]]))
         best = None
         for z0 in starts:
             initial = InitialState(
